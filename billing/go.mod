@@ -1,0 +1,3 @@
+module berth.dev/billing
+
+go 1.26

@@ -1,0 +1,3 @@
+module berth.dev/broker
+
+go 1.26

@@ -1,0 +1,3 @@
+module berth.dev/e2e
+
+go 1.26

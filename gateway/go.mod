@@ -1,0 +1,3 @@
+module berth.dev/gateway
+
+go 1.26

@@ -1,0 +1,3 @@
+module berth.dev/migrations
+
+go 1.26

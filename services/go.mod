@@ -1,0 +1,3 @@
+module berth.dev/services
+
+go 1.26

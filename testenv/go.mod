@@ -1,0 +1,3 @@
+module berth.dev/testenv
+
+go 1.26
