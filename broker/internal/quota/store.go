@@ -1,0 +1,167 @@
+// Package quota keeps each tenant's live quotas on a node and the token
+// buckets that enforce its rates.
+//
+// Quotas are read from Postgres when a tenant's shard opens and changed live:
+// the API updates the quotas row and sends NOTIFY berth_quotas '<tenant id>';
+// the Store re-reads that tenant and tells its subscriber, which adjusts
+// limits in place without reconnecting anyone. After a lost connection the
+// Store re-reads every tenant it holds, since notifications may have been
+// missed.
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgxlisten"
+
+	"berth.dev/billing/plan"
+)
+
+// Channel is the NOTIFY channel that announces quota changes.
+const Channel = "berth_quotas"
+
+// ErrNoTenant is returned for a tenant with no quotas row.
+var ErrNoTenant = errors.New("quota: no such tenant")
+
+// Store holds the quotas of the tenants open on this node.
+type Store struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	tenants  map[string]plan.Quotas
+	onChange func(tenantID string, q plan.Quotas)
+}
+
+// NewStore returns a Store reading from pool. onChange, if not nil, is called
+// (outside any lock) whenever a held tenant's quotas change.
+func NewStore(pool *pgxpool.Pool, log *slog.Logger, onChange func(tenantID string, q plan.Quotas)) *Store {
+	return &Store{pool: pool, log: log, tenants: make(map[string]plan.Quotas), onChange: onChange}
+}
+
+var selectQuotas = func() string {
+	cols := make([]string, len(plan.Fields))
+	for i, f := range plan.Fields {
+		cols[i] = f.Name
+	}
+	return "SELECT " + strings.Join(cols, ", ") + " FROM quotas WHERE tenant_id = $1"
+}()
+
+func load(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, tenantID string) (plan.Quotas, error) {
+	var out plan.Quotas
+	dst := make([]any, len(plan.Fields))
+	for i, f := range plan.Fields {
+		dst[i] = f.Get(&out)
+	}
+	if err := q.QueryRow(ctx, selectQuotas, tenantID).Scan(dst...); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return out, fmt.Errorf("%w %q", ErrNoTenant, tenantID)
+		}
+		return out, fmt.Errorf("quota: load %q: %w", tenantID, err)
+	}
+	return out, nil
+}
+
+// Get returns the tenant's quotas, reading them on first use and holding them
+// (and following their changes) from then on.
+func (s *Store) Get(ctx context.Context, tenantID string) (plan.Quotas, error) {
+	s.mu.Lock()
+	q, ok := s.tenants[tenantID]
+	s.mu.Unlock()
+	if ok {
+		return q, nil
+	}
+	q, err := load(ctx, s.pool, tenantID)
+	if err != nil {
+		return q, err
+	}
+	s.mu.Lock()
+	s.tenants[tenantID] = q
+	s.mu.Unlock()
+	return q, nil
+}
+
+// Forget stops following a tenant (its shard closed).
+func (s *Store) Forget(tenantID string) {
+	s.mu.Lock()
+	delete(s.tenants, tenantID)
+	s.mu.Unlock()
+}
+
+// reload re-reads a held tenant and reports a change.
+func (s *Store) reload(ctx context.Context, conn *pgx.Conn, tenantID string) error {
+	s.mu.Lock()
+	old, held := s.tenants[tenantID]
+	s.mu.Unlock()
+	if !held {
+		return nil
+	}
+	q, err := load(ctx, conn, tenantID)
+	if errors.Is(err, ErrNoTenant) {
+		s.Forget(tenantID)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	_, still := s.tenants[tenantID]
+	if still {
+		s.tenants[tenantID] = q
+	}
+	s.mu.Unlock()
+	if still && q != old && s.onChange != nil {
+		s.log.Info("quotas changed", "tenant_id", tenantID)
+		s.onChange(tenantID, q)
+	}
+	return nil
+}
+
+// Run listens for quota changes until ctx ends. connString is the database to
+// LISTEN on (a dedicated connection, not one from the pool).
+func (s *Store) Run(ctx context.Context, connString string) error {
+	l := &pgxlisten.Listener{
+		Connect:        func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, connString) },
+		LogError:       func(_ context.Context, err error) { s.log.Warn("quota listener", "err", err) },
+		ReconnectDelay: time.Second,
+	}
+	l.Handle(Channel, s)
+	err := l.Listen(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// HandleNotification implements pgxlisten.Handler.
+func (s *Store) HandleNotification(ctx context.Context, n *pgconn.Notification, conn *pgx.Conn) error {
+	return s.reload(ctx, conn, n.Payload)
+}
+
+// HandleBacklog implements pgxlisten.BacklogHandler: after every (re)connect,
+// re-read every held tenant, since notifications may have been missed.
+func (s *Store) HandleBacklog(ctx context.Context, _ string, conn *pgx.Conn) error {
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.tenants))
+	for id := range s.tenants {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		if err := s.reload(ctx, conn, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
