@@ -1,0 +1,92 @@
+package packet
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func addSeeds(f *testing.F) {
+	for _, tc := range goodPackets {
+		f.Add(tc.version, mustHex(tc.raw))
+	}
+	for _, tc := range badPackets {
+		f.Add(tc.version, mustHex(tc.raw))
+	}
+}
+
+// FuzzDecode: any bytes decode without panicking into a ReasonCode error or
+// a packet; a decoded packet re-encodes, and the re-encoding decodes to the
+// same packet and encodes to the same bytes again.
+func FuzzDecode(f *testing.F) {
+	addSeeds(f)
+	f.Fuzz(func(t *testing.T, version byte, raw []byte) {
+		version = Version31 + version%3
+		p, err := decodeInto(nil, version, raw)
+		if err != nil {
+			var code ReasonCode
+			if !errors.As(err, &code) || !code.IsFailure() {
+				t.Fatalf("error %v is not a failure ReasonCode", err)
+			}
+			return
+		}
+		ev := encodeVersion(p, version)
+		enc, err := p.Append(nil, ev)
+		if err != nil {
+			t.Fatalf("re-encode %#v: %v", p, err)
+		}
+		p2, err := decodeInto(nil, ev, enc)
+		if err != nil {
+			t.Fatalf("re-decode % x: %v", enc, err)
+		}
+		if diff := cmp.Diff(p, p2, equateEmpty); diff != "" {
+			t.Fatalf("re-decoded packet differs (-first +second):\n%s", diff)
+		}
+		enc2, err := p2.Append(nil, ev)
+		if err != nil || !bytes.Equal(enc, enc2) {
+			t.Fatalf("encoding not stable: % x vs % x (%v)", enc, enc2, err)
+		}
+	})
+}
+
+// FuzzReader: a stream read in randomly sized pieces yields the same packets
+// and the same final error as the stream read whole.
+func FuzzReader(f *testing.F) {
+	all := stream()
+	f.Add(all, uint64(1))
+	for _, tc := range badPackets {
+		f.Add(append(bytes.Clone(all[:40]), mustHex(tc.raw)...), uint64(len(tc.name)))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, seed uint64) {
+		const maxSize = 1 << 16
+		want, wantErr := readAll(NewReader(bytes.NewReader(data), 1<<17), maxSize)
+		src := &chunkReader{data: data, rnd: rand.New(rand.NewPCG(seed, seed>>7)), max: 1 + int(seed%61)}
+		got, gotErr := readAll(NewReader(src, 16), maxSize)
+		if !sameErr(wantErr, gotErr) {
+			t.Fatalf("final error %v, want %v", gotErr, wantErr)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d packets, want %d", len(got), len(want))
+		}
+		for i := range want {
+			if got[i].fh != want[i].fh || !bytes.Equal(got[i].body, want[i].body) {
+				t.Fatalf("packet %d differs", i)
+			}
+		}
+	})
+}
+
+func sameErr(a, b error) bool {
+	if a == b {
+		return true
+	}
+	if a == io.EOF || b == io.EOF || a == io.ErrUnexpectedEOF || b == io.ErrUnexpectedEOF {
+		return false
+	}
+	var ca, cb ReasonCode
+	return errors.As(a, &ca) && errors.As(b, &cb) && ca == cb
+}

@@ -1,0 +1,122 @@
+package packet
+
+import (
+	"errors"
+	"io"
+)
+
+// ErrNoProgress is returned when the underlying reader keeps returning no
+// data and no error.
+var ErrNoProgress = errors.New("packet: reader made no progress")
+
+// Reader reads whole packets from a stream with one reusable buffer. It
+// never allocates per packet once the buffer has grown to the largest packet
+// seen, and never grows past the caller's maximum packet size: the declared
+// length is checked before any body byte is read, and the buffer grows only
+// as body bytes actually arrive, so a huge declared length costs nothing
+// until the peer sends the data.
+type Reader struct {
+	r          io.Reader
+	buf        []byte
+	start, end int // unread bytes are buf[start:end]
+}
+
+// NewReader returns a Reader with an initial buffer of bufSize bytes
+// (at least 16).
+func NewReader(r io.Reader, bufSize int) *Reader {
+	return &Reader{r: r, buf: make([]byte, max(bufSize, 16))}
+}
+
+// Reset makes r read from src, keeping its buffer, so one Reader can serve
+// connection after connection. Buffered bytes are dropped.
+func (r *Reader) Reset(src io.Reader) {
+	r.r = src
+	r.start, r.end = 0, 0
+}
+
+// Buffered returns the number of bytes read from the stream but not yet
+// returned as packets.
+func (r *Reader) Buffered() int { return r.end - r.start }
+
+// ReadPacket reads the next packet and returns its fixed header and body.
+// The body aliases the Reader's buffer and is valid until the next call.
+//
+// maxSize is the largest whole packet (fixed header included, as the MQTT 5
+// Maximum Packet Size counts it) the caller accepts; 0 or less means the
+// protocol maximum. A larger packet returns an error that errors.Is
+// ErrPacketTooLarge, before its body is read. A bad fixed header is
+// ErrMalformed. A stream ending between packets returns io.EOF; inside a
+// packet, io.ErrUnexpectedEOF. After any error the stream position is
+// undefined: close the connection (or Reset) rather than read on.
+func (r *Reader) ReadPacket(maxSize int) (FixedHeader, []byte, error) {
+	if maxSize <= 0 || maxSize > MaxPacketSize {
+		maxSize = MaxPacketSize
+	}
+	// The fixed header: 2 to 5 bytes.
+	var fh FixedHeader
+	var hn int
+	for {
+		var err error
+		fh, hn, err = ParseFixedHeader(r.buf[r.start:r.end])
+		if err != nil {
+			return fh, nil, err
+		}
+		if hn > 0 {
+			break
+		}
+		if err := r.fill(r.start + 5); err != nil {
+			return fh, nil, err
+		}
+	}
+	total := hn + fh.Remaining
+	if total > maxSize {
+		return fh, nil, errorf(ErrPacketTooLarge, fh.Type, "packet larger than the maximum packet size")
+	}
+	for r.end-r.start < total {
+		if err := r.fill(r.start + total); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return fh, nil, err
+		}
+	}
+	body := r.buf[r.start+hn : r.start+total : r.start+total]
+	r.start += total
+	if r.start == r.end {
+		r.start, r.end = 0, 0
+	}
+	return fh, body, nil
+}
+
+// fill reads once from the stream into the free space after buf[end],
+// first compacting or growing the buffer when it is full. want is the index
+// in buf up to which the current packet needs bytes; the buffer grows by
+// doubling but never past want-start, so growth tracks the bytes actually
+// received. io.EOF is returned only when nothing is buffered.
+func (r *Reader) fill(want int) error {
+	if r.end == len(r.buf) {
+		n := r.end - r.start
+		if r.start > 0 {
+			copy(r.buf, r.buf[r.start:r.end])
+		} else {
+			nb := make([]byte, min(2*len(r.buf), want-r.start))
+			copy(nb, r.buf[r.start:r.end])
+			r.buf = nb
+		}
+		r.start, r.end = 0, n
+	}
+	for range 100 {
+		m, err := r.r.Read(r.buf[r.end:])
+		r.end += m
+		if m > 0 {
+			return nil
+		}
+		if err != nil {
+			if err == io.EOF && r.end > r.start {
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return ErrNoProgress
+}
