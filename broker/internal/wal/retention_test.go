@@ -1,0 +1,108 @@
+package wal
+
+import (
+	"errors"
+	"io"
+	"os"
+	"testing"
+	"time"
+)
+
+func TestRetentionBytes(t *testing.T) {
+	dir := t.TempDir()
+	// 3 records of 140 bytes per segment (420 bytes).
+	l := openLog(t, Options{Dir: dir, SegmentBytes: 450, Retention: Retention{Bytes: 1000}, Fsync: SyncNever})
+	exp := appendN(t, l, 14, 100) // segments 0, 3, 6, 9, 12 (active, 2 records)
+	removed, err := l.ApplyRetention()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 4*420 + 280 = 1960 bytes; dropping 0, 3 and 6 leaves 700 <= 1000.
+	if removed != 3 {
+		t.Fatalf("removed %d segments, want 3 (segments now %v)", removed, l.Segments())
+	}
+	if got := l.FirstOffset(); got != 9 {
+		t.Fatalf("FirstOffset = %d, want 9", got)
+	}
+	if size := l.Size(); size > 1000 {
+		t.Fatalf("Size = %d after retention, above 1000", size)
+	}
+	for _, base := range []uint64{0, 3, 6} {
+		if _, err := os.Stat(segPath(dir, base)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("segment %d still on disk: %v", base, err)
+		}
+	}
+	checkRecords(t, l, 9, exp[9:])
+	if _, err := l.ReadFrom(2); !errors.Is(err, ErrOutOfRange) {
+		t.Fatalf("ReadFrom a deleted offset = %v, want ErrOutOfRange", err)
+	}
+}
+
+func TestRetentionNeverRemovesActive(t *testing.T) {
+	l := openLog(t, Options{SegmentBytes: 1 << 20, Retention: Retention{Bytes: 10, Age: time.Nanosecond}, Fsync: SyncNever})
+	exp := appendN(t, l, 5, 100)
+	removed, err := l.ApplyRetention()
+	if err != nil || removed != 0 {
+		t.Fatalf("ApplyRetention = %d, %v; the only segment is active", removed, err)
+	}
+	checkRecords(t, l, 0, exp)
+}
+
+func TestRetentionAge(t *testing.T) {
+	clock := newFakeClock()
+	l := openLog(t, Options{SegmentBytes: 450, Retention: Retention{Age: time.Hour}, Now: clock.Now, Fsync: SyncNever})
+	appendN(t, l, 6, 100) // segments 0 and 3, written "now"
+	clock.Advance(30 * time.Minute)
+	exp := appendN(t, l, 6, 100) // segments 6 and 9, half an hour later (9 active)
+	clock.Advance(45 * time.Minute)
+	removed, err := l.ApplyRetention()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed != 2 || l.FirstOffset() != 6 {
+		t.Fatalf("removed %d, FirstOffset %d; want the two 75-minute-old segments gone", removed, l.FirstOffset())
+	}
+	for i := range exp {
+		exp[i].off = uint64(6 + i)
+	}
+	checkRecords(t, l, 6, exp)
+}
+
+// TestRetentionWhileReading: a reader inside a segment that retention
+// deletes finishes reading it.
+func TestRetentionWhileReading(t *testing.T) {
+	l := openLog(t, Options{SegmentBytes: 450, Retention: Retention{Bytes: 500}, Fsync: SyncNever})
+	exp := appendN(t, l, 9, 100)
+	r, err := l.ReadFrom(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l.ApplyRetention(); err != nil || n == 0 {
+		t.Fatalf("ApplyRetention = %d, %v", n, err)
+	}
+	for i := 1; i < 3; i++ {
+		rec, err := r.Next()
+		if err != nil || string(rec.Payload) != exp[i].payload {
+			t.Fatalf("record %d after its segment was deleted: %v", i, err)
+		}
+	}
+	// The reader then continues with what is still in the log.
+	rec, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Offset != l.FirstOffset() {
+		t.Fatalf("after the deleted segment the reader is at %d, want %d", rec.Offset, l.FirstOffset())
+	}
+	for {
+		if _, err := r.Next(); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
