@@ -1,0 +1,127 @@
+// Command api serves Berth's control-plane REST API (the design's "REST API
+// (services)" and docs/contracts.md): it reads its Config, applies the
+// migrations, wires the store, accounts, signing keyring and node client
+// into the router, and serves until SIGTERM or SIGINT.
+//
+//	DATABASE_URL=postgres://… go run ./services/cmd/api -listen :8080 \
+//	    -domain mqtt.example.com -mqtt-addr mqtt.example.com:1883 \
+//	    -cors-origin https://dash.example.com
+//
+// Run with -h for every flag; each has a BERTH_* environment fallback.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"berth.dev/migrations"
+	"berth.dev/services/internal/account"
+	"berth.dev/services/internal/config"
+	"berth.dev/services/internal/credential"
+	"berth.dev/services/internal/httpapi"
+	"berth.dev/services/internal/nodeclient"
+	"berth.dev/services/internal/store"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "api:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg, err := config.Parse(flag.NewFlagSet("api", flag.ContinueOnError), os.Args[1:], os.Getenv)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	var h slog.Handler = slog.NewJSONHandler(os.Stderr, nil)
+	if cfg.LogFormat == "text" {
+		h = slog.NewTextHandler(os.Stderr, nil)
+	}
+	log := slog.New(h)
+	log.Info("starting", slog.Any("config", cfg.Redacted()))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	if err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
+		return err
+	}
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	defer pool.Close()
+
+	st := store.New(pool)
+	kek, err := credential.ParseKEK(cfg.KeyEncryption)
+	if err != nil {
+		return err
+	}
+	if kek == nil {
+		log.Warn("no -key-encryption-key: signing keys are stored unencrypted")
+	}
+	keyring, err := credential.NewKeyring(st, kek, log)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	router, err := httpapi.NewRouter(httpapi.Options{
+		Store:    st,
+		Accounts: account.NewService(st, account.DefaultParams, cfg.SessionTTL, cfg.RefreshTTL),
+		Keyring:  keyring, Nodes: nodeclient.New(nil, cfg.NodeToken), Logger: log, Registry: reg,
+		Domain: cfg.Domain, MQTTAddr: cfg.MQTTAddr, Issuer: cfg.Issuer, CORSOrigin: cfg.CORSOrigin,
+		AuthRateLimit: cfg.AuthRateLimit, SecureCookies: cfg.SecureCookies,
+	})
+	if err != nil {
+		return err
+	}
+
+	var wg sync.WaitGroup
+	rotCtx, stopRotation := context.WithCancel(context.Background())
+	wg.Go(func() { keyring.Run(rotCtx, cfg.KeyCheck, cfg.KeyRotation) })
+	defer func() { stopRotation(); wg.Wait() }()
+
+	srv := &http.Server{
+		Addr: cfg.Listen, Handler: router,
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second,
+		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(h, slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	log.Info("listening", slog.String("addr", cfg.Listen))
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,170 @@
+// Package config is the API's configuration: one Config on an explicit
+// flag.FlagSet, with BERTH_* (and DATABASE_URL) environment variables
+// filling flags that were not set, and defaults in one place.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"berth.dev/services/internal/credential"
+)
+
+// Config configures cmd/api.
+type Config struct {
+	Listen          string
+	DatabaseURL     string
+	Domain          string
+	MQTTAddr        string
+	Issuer          string
+	NodeToken       string
+	CORSOrigin      string
+	KeyEncryption   string // hex or base64 of 32 bytes; empty stores signing keys unsealed
+	KeyRotation     time.Duration
+	KeyCheck        time.Duration
+	SessionTTL      time.Duration
+	RefreshTTL      time.Duration
+	AuthRateLimit   int // signup/login/refresh requests per minute per client IP
+	SecureCookies   bool
+	LogFormat       string
+	ShutdownTimeout time.Duration
+}
+
+// env names the environment variable behind each flag.
+var env = map[string]string{
+	"listen":             "BERTH_API_LISTEN",
+	"database-url":       "DATABASE_URL",
+	"domain":             "BERTH_DOMAIN",
+	"mqtt-addr":          "BERTH_MQTT_ADDR",
+	"issuer":             "BERTH_ISSUER",
+	"node-token":         "BERTH_NODE_TOKEN",
+	"cors-origin":        "BERTH_CORS_ORIGIN",
+	"key-encryption-key": "BERTH_KEY_ENCRYPTION_KEY",
+	"key-rotation":       "BERTH_KEY_ROTATION",
+	"key-check":          "BERTH_KEY_CHECK",
+	"session-ttl":        "BERTH_SESSION_TTL",
+	"refresh-ttl":        "BERTH_REFRESH_TTL",
+	"auth-rate-limit":    "BERTH_AUTH_RATE_LIMIT",
+	"secure-cookies":     "BERTH_SECURE_COOKIES",
+	"log-format":         "BERTH_LOG_FORMAT",
+	"shutdown-timeout":   "BERTH_SHUTDOWN_TIMEOUT",
+}
+
+// Register defines the flags on fs, writing into c.
+func (c *Config) Register(fs *flag.FlagSet) {
+	fs.StringVar(&c.Listen, "listen", ":8080", "HTTP listen address")
+	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL")
+	fs.StringVar(&c.Domain, "domain", "mqtt.localhost", "tenant endpoints are <slug>.<domain>")
+	fs.StringVar(&c.MQTTAddr, "mqtt-addr", "127.0.0.1:1883", "gateway host:port returned to users")
+	fs.StringVar(&c.Issuer, "issuer", "berth", "iss claim of credential tokens")
+	fs.StringVar(&c.NodeToken, "node-token", "", "bearer token for the nodes' admin API")
+	fs.StringVar(&c.CORSOrigin, "cors-origin", "", "dashboard origin allowed by CORS (empty: none)")
+	fs.StringVar(&c.KeyEncryption, "key-encryption-key", "", "32-byte key (hex/base64) sealing signing keys at rest")
+	fs.DurationVar(&c.KeyRotation, "key-rotation", 30*24*time.Hour, "rotate the signing key when it is older than this")
+	fs.DurationVar(&c.KeyCheck, "key-check", time.Hour, "how often to check whether the signing key is due")
+	fs.DurationVar(&c.SessionTTL, "session-ttl", 15*time.Minute, "dashboard session token lifetime")
+	fs.DurationVar(&c.RefreshTTL, "refresh-ttl", 30*24*time.Hour, "refresh token lifetime")
+	fs.IntVar(&c.AuthRateLimit, "auth-rate-limit", 20, "signup/login/refresh requests per minute per IP")
+	fs.BoolVar(&c.SecureCookies, "secure-cookies", true, "mark session cookies Secure")
+	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "graceful shutdown budget")
+}
+
+// Parse registers the flags on fs, parses args, fills unset flags from
+// getenv and validates the result.
+func Parse(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
+	var c Config
+	c.Register(fs)
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		name, ok := env[f.Name]
+		if !ok || set[f.Name] {
+			return
+		}
+		if v := getenv(name); v != "" {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("config: %s: %w", name, err))
+			}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return c, err
+	}
+	return c, c.Validate()
+}
+
+// Validate reports every invalid setting.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("config: "+format, a...)) }
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("-listen %q: %v", c.Listen, err)
+	}
+	if c.DatabaseURL == "" {
+		bad("-database-url (DATABASE_URL) is required")
+	} else if _, err := url.Parse(c.DatabaseURL); err != nil {
+		bad("-database-url: %v", err)
+	}
+	if c.Domain == "" || strings.HasPrefix(c.Domain, ".") || strings.ContainsAny(c.Domain, "/: ") {
+		bad("-domain %q is not a domain name", c.Domain)
+	}
+	if _, _, err := net.SplitHostPort(c.MQTTAddr); err != nil {
+		bad("-mqtt-addr %q: %v", c.MQTTAddr, err)
+	}
+	if c.Issuer == "" {
+		bad("-issuer is required")
+	}
+	if c.CORSOrigin != "" {
+		if u, err := url.Parse(c.CORSOrigin); err != nil || u.Scheme == "" || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			bad("-cors-origin %q must be an origin like https://dash.example.com", c.CORSOrigin)
+		}
+	}
+	if _, err := credential.ParseKEK(c.KeyEncryption); err != nil {
+		bad("-key-encryption-key: %v", err)
+	}
+	if c.KeyRotation < time.Hour {
+		bad("-key-rotation %v must be at least 1h", c.KeyRotation)
+	}
+	if c.KeyCheck <= 0 {
+		bad("-key-check must be positive")
+	}
+	if c.SessionTTL < time.Minute || c.RefreshTTL < c.SessionTTL {
+		bad("-session-ttl must be at least 1m and -refresh-ttl at least -session-ttl")
+	}
+	if c.AuthRateLimit < 1 {
+		bad("-auth-rate-limit must be at least 1")
+	}
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		bad("-log-format %q: want json or text", c.LogFormat)
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("-shutdown-timeout must be positive")
+	}
+	return errors.Join(errs...)
+}
+
+// Redacted returns c with secrets masked, for logging.
+func (c Config) Redacted() Config {
+	mask := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return "REDACTED"
+	}
+	c.NodeToken = mask(c.NodeToken)
+	c.KeyEncryption = mask(c.KeyEncryption)
+	if u, err := url.Parse(c.DatabaseURL); err == nil {
+		c.DatabaseURL = u.Redacted()
+	}
+	return c
+}

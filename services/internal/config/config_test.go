@@ -1,0 +1,68 @@
+package config
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func parse(args []string, env map[string]string) (Config, error) {
+	fs := flag.NewFlagSet("api", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return Parse(fs, args, func(k string) string { return env[k] })
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := parse(nil, map[string]string{"DATABASE_URL": "postgres://x@h/db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != ":8080" || c.Domain != "mqtt.localhost" || c.MQTTAddr != "127.0.0.1:1883" || c.Issuer != "berth" ||
+		c.KeyRotation != 30*24*time.Hour || c.AuthRateLimit != 20 || !c.SecureCookies {
+		t.Fatalf("defaults %+v", c)
+	}
+}
+
+func TestFlagsBeatEnvironment(t *testing.T) {
+	env := map[string]string{
+		"DATABASE_URL": "postgres://env@h/db", "BERTH_API_LISTEN": ":9000", "BERTH_NODE_TOKEN": "env-token",
+		"BERTH_CORS_ORIGIN": "https://dash.example.com", "BERTH_KEY_ENCRYPTION_KEY": strings.Repeat("ab", 32),
+	}
+	c, err := parse([]string{"-listen", ":7000", "-issuer", "berth-test"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != ":7000" || c.DatabaseURL != "postgres://env@h/db" || c.NodeToken != "env-token" || c.Issuer != "berth-test" ||
+		c.CORSOrigin != "https://dash.example.com" {
+		t.Fatalf("config %+v", c)
+	}
+	r := c.Redacted()
+	if r.NodeToken != "REDACTED" || r.KeyEncryption != "REDACTED" {
+		t.Fatalf("redacted %+v", r)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "database-url"},
+		{[]string{"-database-url", "postgres://x", "-listen", "nope"}, "-listen"},
+		{[]string{"-database-url", "postgres://x", "-mqtt-addr", "nope"}, "-mqtt-addr"},
+		{[]string{"-database-url", "postgres://x", "-cors-origin", "dash.example.com"}, "-cors-origin"},
+		{[]string{"-database-url", "postgres://x", "-key-encryption-key", "short"}, "-key-encryption-key"},
+		{[]string{"-database-url", "postgres://x", "-key-rotation", "1m"}, "-key-rotation"},
+		{[]string{"-database-url", "postgres://x", "-log-format", "xml"}, "-log-format"},
+		{[]string{"-database-url", "postgres://x", "-domain", ".bad"}, "-domain"},
+	} {
+		if _, err := parse(c.args, nil); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%v: %v, want an error naming %s", c.args, err, c.want)
+		}
+	}
+	if _, err := parse(nil, map[string]string{"DATABASE_URL": "postgres://x", "BERTH_KEY_ROTATION": "soon"}); err == nil {
+		t.Fatal("a bad environment value was accepted")
+	}
+}

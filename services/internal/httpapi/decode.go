@@ -1,0 +1,148 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"berth.dev/services/internal/store"
+)
+
+// maxBody bounds every request body.
+const maxBody = 1 << 20
+
+// decodeJSON reads exactly one JSON object into dst, refusing unknown
+// fields, trailing data and bodies over maxBody.
+func decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return errUnsupportedMedia
+		}
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return err
+		}
+		return &malformedError{detail: "the body must hold a single JSON value"}
+	}
+	return nil
+}
+
+// jsonError turns encoding/json's errors into the API's.
+func jsonError(err error) error {
+	var (
+		syntax  *json.SyntaxError
+		typeErr *json.UnmarshalTypeError
+		tooBig  *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &tooBig):
+		return err
+	case errors.Is(err, io.EOF):
+		return &malformedError{detail: "the body is empty; send a JSON object"}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return &malformedError{detail: "the JSON body ends early"}
+	case errors.As(err, &syntax):
+		return &malformedError{detail: fmt.Sprintf("invalid JSON at byte %d: %v", syntax.Offset, syntax)}
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			return &malformedError{detail: fmt.Sprintf("the body must be a JSON object, not %s", typeErr.Value)}
+		}
+		return invalid(field, fmt.Sprintf("must be %s, not %s", jsonKind(typeErr.Type.Kind().String()), typeErr.Value))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return invalid(name, "unknown field")
+	}
+	return &malformedError{detail: err.Error()}
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "slice", "array":
+		return "an array"
+	case "struct", "map":
+		return "an object"
+	case "ptr":
+		return "a value of the documented type"
+	}
+	return "a number"
+}
+
+// Pagination bounds.
+const (
+	defaultLimit = 50
+	maxLimit     = 200
+)
+
+// cursorJSON is a cursor's hidden form.
+type cursorJSON struct {
+	T time.Time `json:"t"`
+	I string    `json:"i"`
+}
+
+func encodeCursor(c *store.Cursor) *string {
+	if c == nil {
+		return nil
+	}
+	b, _ := json.Marshal(cursorJSON{T: c.At, I: c.ID})
+	s := base64.RawURLEncoding.EncodeToString(b)
+	return &s
+}
+
+// parsePage reads ?limit= and ?cursor=.
+func parsePage(r *http.Request) (store.Page, error) {
+	q := r.URL.Query()
+	p := store.Page{Limit: defaultLimit}
+	var v validator
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		v.check(err == nil && n >= 1 && n <= maxLimit, "limit", fmt.Sprintf("must be an integer from 1 to %d", maxLimit))
+		p.Limit = n
+	}
+	if s := q.Get("cursor"); s != "" {
+		var c cursorJSON
+		b, err := base64.RawURLEncoding.DecodeString(s)
+		if err == nil {
+			err = json.Unmarshal(b, &c)
+		}
+		if err != nil || c.I == "" || c.T.IsZero() {
+			v.add("cursor", "is not a cursor this API returned")
+		} else {
+			p.After = &store.Cursor{At: c.T, ID: c.I}
+		}
+	}
+	return p, v.err()
+}
+
+// list is a page of a list answer.
+type list[T any] struct {
+	Items      []T     `json:"items"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+func newList[T any](items []T, next *store.Cursor) list[T] {
+	if items == nil {
+		items = []T{}
+	}
+	return list[T]{Items: items, NextCursor: encodeCursor(next)}
+}

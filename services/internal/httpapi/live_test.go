@@ -1,0 +1,198 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"berth.dev/services/internal/store"
+)
+
+func liveEndpoints(tid string) []struct {
+	method, path string
+	body         any
+} {
+	p := "/v1/tenants/" + tid
+	return []struct {
+		method, path string
+		body         any
+	}{
+		{"GET", p + "/topics/live", nil},
+		{"GET", p + "/retained", nil},
+		{"DELETE", p + "/retained?filter=a%2F%23", nil},
+		{"POST", p + "/publish", map[string]any{"topic": "a/b", "payload": "hi"}},
+		{"GET", p + "/sessions", nil},
+		{"DELETE", p + "/sessions/dev-1", nil},
+	}
+}
+
+func TestLiveViewsWithoutLiveNode(t *testing.T) {
+	e := newEnv(t)
+	u := e.signup("ada@example.com")
+	check := func(t *testing.T) {
+		for _, ep := range liveEndpoints(u.tenantID) {
+			r := e.do(t, ep.method, ep.path, u.key, ep.body)
+			want(t, r, http.StatusServiceUnavailable)
+			if p := r.problem(t); !strings.HasSuffix(p.Type, "/node-unavailable") || p.Detail == "" {
+				t.Fatalf("%s %s: %+v", ep.method, ep.path, p)
+			}
+		}
+	}
+	t.Run("unassigned", check)
+
+	// Placed on a node that then stops heartbeating.
+	ctx := context.Background()
+	n := store.Node{ID: "n1", MQTTAddr: "127.0.0.1:7883", AdminAddr: "127.0.0.1:1", Capacity: 10, HeartbeatAt: time.Now()}
+	if err := e.store.UpsertNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	if tn, err := e.store.AssignNode(ctx, u.accountID, u.tenantID); err != nil || tn.NodeID == nil {
+		t.Fatalf("assign: %v %v", tn.NodeID, err)
+	}
+	n.HeartbeatAt = time.Now().Add(-time.Minute)
+	if err := e.store.UpsertNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("dead node", check)
+
+	// Live by heartbeat, but nothing listens at its admin address.
+	n.HeartbeatAt = time.Now()
+	if err := e.store.UpsertNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("unreachable node", check)
+}
+
+// fakeNode speaks the node admin protocol of docs/contracts.md. The real
+// admin server lives in the broker module; this stands in for it at the
+// HTTP level, recording what the API sent.
+type fakeNode struct {
+	mu       sync.Mutex
+	requests []string
+	publish  map[string]any
+}
+
+func (f *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer "+nodeToken {
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	f.mu.Lock()
+	f.requests = append(f.requests, r.Method+" "+r.URL.RequestURI())
+	f.mu.Unlock()
+	_, rest, _ := strings.Cut(r.URL.EscapedPath(), "/admin/tenants/")
+	_, sub, _ := strings.Cut(rest, "/")
+	js := func(status int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	switch {
+	case r.Method == "GET" && sub == "sessions":
+		js(200, map[string]any{"sessions": []map[string]any{{"client_id": "dev-1", "connected": true, "protocol_version": 5,
+			"remote_addr": "10.0.0.1:5000", "connected_at": "2026-01-01T00:00:00Z", "subscriptions": 2, "queued_messages": 0}}})
+	case r.Method == "DELETE" && strings.HasPrefix(sub, "sessions/"):
+		id, _ := url.PathUnescape(strings.TrimPrefix(sub, "sessions/"))
+		if id == "dev/1" {
+			w.WriteHeader(204)
+			return
+		}
+		js(404, map[string]string{"error": "no such session"})
+	case r.Method == "GET" && sub == "topics":
+		js(200, map[string]any{"topics": []map[string]any{{"topic": "a/b", "messages": 10, "bytes": 100, "msgs_per_sec": 1.5, "bytes_per_sec": 15, "subscribers": 1}}})
+	case r.Method == "GET" && sub == "retained":
+		js(200, map[string]any{"retained": []map[string]any{{"topic": "a/b", "payload_base64": "aGk=", "qos": 1, "size": 2, "stored_at": "2026-01-01T00:00:00Z"}}})
+	case r.Method == "DELETE" && sub == "retained":
+		js(200, map[string]any{"deleted": 3})
+	case r.Method == "POST" && sub == "publish":
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		f.mu.Lock()
+		f.publish = body
+		f.mu.Unlock()
+		if body["topic"] == "too/big" {
+			js(413, map[string]string{"error": "message exceeds max_message_size"})
+			return
+		}
+		js(202, map[string]bool{"accepted": true})
+	default:
+		js(404, map[string]string{"error": "no route"})
+	}
+}
+
+func TestLiveViewsThroughNode(t *testing.T) {
+	e := newEnv(t)
+	fn := &fakeNode{}
+	node := httptest.NewServer(fn)
+	t.Cleanup(node.Close)
+	ctx := context.Background()
+	if err := e.store.UpsertNode(ctx, store.Node{ID: "n1", MQTTAddr: "127.0.0.1:7883", AdminAddr: node.Listener.Addr().String(), Capacity: 10, HeartbeatAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	u := e.signup("ada@example.com")
+	p := "/v1/tenants/" + u.tenantID
+
+	var items struct{ Items []map[string]any }
+	r := e.do(t, "GET", p+"/sessions", u.key, nil)
+	want(t, r, http.StatusOK)
+	r.json(t, &items)
+	if len(items.Items) != 1 || items.Items[0]["client_id"] != "dev-1" || items.Items[0]["protocol_version"] != 5.0 {
+		t.Fatalf("sessions %s", r.body)
+	}
+	want(t, e.do(t, "DELETE", p+"/sessions/dev%2F1", u.key, nil), http.StatusNoContent)
+	want(t, e.do(t, "DELETE", p+"/sessions/nobody", u.key, nil), http.StatusNotFound)
+
+	r = e.do(t, "GET", p+"/topics/live", u.key, nil)
+	want(t, r, http.StatusOK)
+	r.json(t, &items)
+	if len(items.Items) != 1 || items.Items[0]["msgs_per_sec"] != 1.5 {
+		t.Fatalf("topics %s", r.body)
+	}
+	r = e.do(t, "GET", p+"/retained?filter=a%2F%2B", u.key, nil)
+	want(t, r, http.StatusOK)
+	r.json(t, &items)
+	if len(items.Items) != 1 || items.Items[0]["payload_base64"] != "aGk=" {
+		t.Fatalf("retained %s", r.body)
+	}
+	want(t, e.do(t, "GET", p+"/retained?filter=a%2F%23%2Fb", u.key, nil), http.StatusUnprocessableEntity)
+	want(t, e.do(t, "DELETE", p+"/retained", u.key, nil), http.StatusUnprocessableEntity) // filter required
+	r = e.do(t, "DELETE", p+"/retained?filter=%23", u.key, nil)
+	want(t, r, http.StatusOK)
+	if !strings.Contains(string(r.body), `"deleted":3`) {
+		t.Fatalf("delete retained %s", r.body)
+	}
+
+	want(t, e.do(t, "POST", p+"/publish", u.key, map[string]any{"topic": "a/b", "payload_base64": "aGk=", "qos": 1, "retain": true,
+		"user_properties": map[string]string{"traceparent": "00-0123456789abcdef0123456789abcdef-0123456789abcdef-01"}}), http.StatusAccepted)
+	fn.mu.Lock()
+	if fn.publish["topic"] != "a/b" || fn.publish["payload_base64"] != "aGk=" || fn.publish["retain"] != true || fn.publish["qos"] != 1.0 {
+		t.Fatalf("node got %v", fn.publish)
+	}
+	fn.mu.Unlock()
+	want(t, e.do(t, "POST", p+"/publish", u.key, map[string]any{"topic": "too/big", "payload": "x"}), http.StatusRequestEntityTooLarge)
+	for _, bad := range []map[string]any{
+		{"topic": "a/+", "payload": "x"},
+		{"topic": "", "payload": "x"},
+		{"topic": "a", "qos": 3},
+		{"topic": "a", "payload": "x", "payload_base64": "eA=="},
+		{"topic": "a", "payload_base64": "not base64!"},
+	} {
+		r := e.do(t, "POST", p+"/publish", u.key, bad)
+		want(t, r, http.StatusUnprocessableEntity)
+		r.problem(t)
+	}
+
+	fn.mu.Lock()
+	defer fn.mu.Unlock()
+	for _, req := range fn.requests {
+		if !strings.Contains(req, "/admin/tenants/"+u.tenantID+"/") {
+			t.Fatalf("request %q not scoped to the tenant", req)
+		}
+	}
+}

@@ -1,0 +1,200 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"berth.dev/billing/plan"
+	"berth.dev/services/internal/account"
+	"berth.dev/services/internal/credential"
+	"berth.dev/services/internal/nodeclient"
+	"berth.dev/services/internal/store"
+)
+
+const problemBase = "https://berth.dev/problems/"
+
+// Problem is an RFC 9457 problem document.
+type Problem struct {
+	Type      string       `json:"type"`
+	Title     string       `json:"title"`
+	Status    int          `json:"status"`
+	Detail    string       `json:"detail,omitempty"`
+	RequestID string       `json:"request_id,omitempty"`
+	Errors    []FieldError `json:"errors,omitempty"`
+}
+
+// FieldError says why one input field was refused.
+type FieldError struct {
+	Field  string `json:"field"`
+	Reason string `json:"reason"`
+}
+
+// validationError collects field errors (422).
+type validationError struct {
+	fields []FieldError
+}
+
+func (e *validationError) Error() string {
+	return fmt.Sprintf("httpapi: invalid input: %v", e.fields)
+}
+
+// validator gathers field errors; err returns nil when there are none.
+type validator struct {
+	fields []FieldError
+}
+
+func (v *validator) add(field, reason string) {
+	v.fields = append(v.fields, FieldError{Field: field, Reason: reason})
+}
+
+func (v *validator) check(ok bool, field, reason string) {
+	if !ok {
+		v.add(field, reason)
+	}
+}
+
+func (v *validator) err() error {
+	if len(v.fields) == 0 {
+		return nil
+	}
+	return &validationError{fields: v.fields}
+}
+
+func invalid(field, reason string) error {
+	return &validationError{fields: []FieldError{{field, reason}}}
+}
+
+// malformedError is a request that could not be parsed (400).
+type malformedError struct{ detail string }
+
+func (e *malformedError) Error() string { return "httpapi: malformed request: " + e.detail }
+
+// nodeUnavailableError is a live view whose tenant has no live node (503).
+type nodeUnavailableError struct{ detail string }
+
+func (e *nodeUnavailableError) Error() string { return "httpapi: node unavailable: " + e.detail }
+
+var (
+	errUnsupportedMedia = errors.New("httpapi: body must be application/json")
+	errRouteNotFound    = errors.New("httpapi: no such route")
+	errMethodNotAllowed = errors.New("httpapi: method not allowed")
+	errRateLimited      = errors.New("httpapi: rate limited")
+	errNeedSession      = errors.New("httpapi: a dashboard session is required")
+)
+
+// problemFor maps an error to its problem document. It is the only place
+// that decides statuses.
+func problemFor(err error) Problem {
+	var (
+		verr     *validationError
+		merr     *malformedError
+		tooBig   *http.MaxBytesError
+		conflict *store.ConflictError
+		bound    *plan.BoundError
+		nodeDown *nodeUnavailableError
+		nodeErr  *nodeclient.StatusError
+	)
+	p := func(status int, slug, title, detail string) Problem {
+		return Problem{Type: problemBase + slug, Title: title, Status: status, Detail: detail}
+	}
+	switch {
+	case errors.As(err, &verr):
+		pr := p(http.StatusUnprocessableEntity, "validation", "Invalid input", fmt.Sprintf("%d field(s) invalid", len(verr.fields)))
+		pr.Errors = verr.fields
+		return pr
+	case errors.As(err, &bound):
+		pr := p(http.StatusUnprocessableEntity, "quota-out-of-bounds", "Quota outside the plan's bounds", bound.Error())
+		pr.Errors = []FieldError{{Field: bound.Field, Reason: fmt.Sprintf("must be between %d and %d on this plan", bound.Min, bound.Max)}}
+		return pr
+	case errors.Is(err, plan.ErrUnknown):
+		pr := p(http.StatusUnprocessableEntity, "validation", "Invalid input", "unknown plan")
+		pr.Errors = []FieldError{{Field: "plan", Reason: fmt.Sprintf("must be one of %v", plan.Names())}}
+		return pr
+	case errors.As(err, &merr):
+		return p(http.StatusBadRequest, "malformed", "Malformed request", merr.detail)
+	case errors.As(err, &tooBig):
+		return p(http.StatusRequestEntityTooLarge, "too-large", "Request body too large", fmt.Sprintf("the limit is %d bytes", tooBig.Limit))
+	case errors.Is(err, errUnsupportedMedia):
+		return p(http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type", "send Content-Type: application/json")
+	case errors.Is(err, account.ErrBadCredentials):
+		return p(http.StatusUnauthorized, "bad-credentials", "Wrong email or password", "")
+	case errors.Is(err, account.ErrUnauthenticated):
+		return p(http.StatusUnauthorized, "unauthenticated", "Authentication required",
+			"send Authorization: Bearer <session token or API key>; sessions expire and are renewed with POST /v1/refresh")
+	case errors.Is(err, errNeedSession):
+		return p(http.StatusBadRequest, "session-required", "A dashboard session is required", "this request ends a session; it was authenticated with an API key")
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, errRouteNotFound):
+		return p(http.StatusNotFound, "not-found", "Not found", "")
+	case errors.Is(err, errMethodNotAllowed):
+		return p(http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", "")
+	case errors.As(err, &conflict):
+		pr := p(http.StatusConflict, "conflict", "Already exists", conflict.Field+" is already taken")
+		pr.Errors = []FieldError{{Field: conflict.Field, Reason: "already taken"}}
+		return pr
+	case errors.Is(err, errRateLimited):
+		return p(http.StatusTooManyRequests, "rate-limited", "Too many requests", "retry after the time in Retry-After")
+	case errors.As(err, &nodeDown):
+		return p(http.StatusServiceUnavailable, "node-unavailable", "Tenant node unavailable", nodeDown.detail)
+	case errors.Is(err, nodeclient.ErrUnavailable):
+		return p(http.StatusServiceUnavailable, "node-unavailable", "Tenant node unavailable", "the tenant's broker node did not answer; retry shortly")
+	case errors.As(err, &nodeErr):
+		switch nodeErr.Status {
+		case http.StatusNotFound:
+			return p(http.StatusNotFound, "not-found", "Not found", nodeErr.Message)
+		case http.StatusBadRequest:
+			return p(http.StatusUnprocessableEntity, "validation", "Refused by the broker", nodeErr.Message)
+		case http.StatusRequestEntityTooLarge:
+			return p(http.StatusRequestEntityTooLarge, "too-large", "Message too large", nodeErr.Message)
+		}
+		return p(http.StatusBadGateway, "node-error", "The tenant's broker node refused the request", nodeErr.Message)
+	case errors.Is(err, credential.ErrKeyEncryption):
+		return p(http.StatusInternalServerError, "internal", "Internal error", "signing keys are unavailable")
+	}
+	return p(http.StatusInternalServerError, "internal", "Internal error", "")
+}
+
+// writeProblem writes err as a problem document and logs server errors.
+func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
+	pr := problemFor(err)
+	pr.RequestID = requestIDFrom(r.Context())
+	log := loggerFrom(r.Context())
+	if pr.Status >= 500 {
+		log.LogAttrs(r.Context(), slog.LevelError, "request failed", slog.Int("status", pr.Status), slog.Any("err", err))
+	} else {
+		log.LogAttrs(r.Context(), slog.LevelDebug, "request refused", slog.Int("status", pr.Status), slog.Any("err", err))
+	}
+	if pr.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="berth"`)
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(pr.Status)
+	_ = json.NewEncoder(w).Encode(pr)
+}
+
+// handler adapts a handler that returns an error.
+func handler(fn func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := fn(w, r); err != nil {
+			writeProblem(w, r, err)
+		}
+	}
+}
+
+// writeJSON writes v with status. It encodes before writing anything, so
+// an encoding error still becomes a problem answer; a failed write (the
+// client went away) is not an error of the handler.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("httpapi: encode answer: %w", err)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+	return nil
+}

@@ -1,0 +1,170 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/go-chi/httprate"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"berth.dev/services/internal/account"
+	"berth.dev/services/internal/credential"
+	"berth.dev/services/internal/nodeclient"
+	"berth.dev/services/internal/openapi"
+	"berth.dev/services/internal/store"
+)
+
+// Options wires the API's parts.
+type Options struct {
+	Store    *store.Store
+	Accounts *account.Service
+	Keyring  *credential.Keyring
+	Nodes    *nodeclient.Client
+	Logger   *slog.Logger
+	// Registry receives the request metrics and is served at /metrics.
+	Registry *prometheus.Registry
+
+	Domain        string // tenant endpoints are <slug>.<Domain>
+	MQTTAddr      string // the gateway's host:port, returned with credentials
+	Issuer        string // iss claim of credential tokens
+	CORSOrigin    string // the dashboard origin; empty disables CORS
+	AuthRateLimit int    // signup/login/refresh requests per minute per IP
+	SecureCookies bool
+}
+
+// api holds the handlers' dependencies.
+type api struct {
+	store    *store.Store
+	accounts *account.Service
+	keyring  *credential.Keyring
+	nodes    *nodeclient.Client
+	opts     Options
+}
+
+// NewRouter returns the API's router.
+func NewRouter(o Options) (chi.Router, error) {
+	if o.Store == nil || o.Accounts == nil || o.Keyring == nil || o.Nodes == nil || o.Registry == nil {
+		return nil, errors.New("httpapi: Store, Accounts, Keyring, Nodes and Registry are required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.AuthRateLimit < 1 {
+		o.AuthRateLimit = 20
+	}
+	m, err := newMetrics(o.Registry)
+	if err != nil {
+		return nil, err
+	}
+	a := &api{store: o.Store, accounts: o.Accounts, keyring: o.Keyring, nodes: o.Nodes, opts: o}
+
+	r := chi.NewRouter()
+	r.Use(requestID(o.Logger), m.observe, recoverer, cors(o.CORSOrigin), bodyLimit)
+	r.NotFound(handler(func(http.ResponseWriter, *http.Request) error { return errRouteNotFound }))
+	r.MethodNotAllowed(handler(func(http.ResponseWriter, *http.Request) error { return errMethodNotAllowed }))
+
+	r.Get("/healthz", a.healthz)
+	r.Get("/readyz", handler(a.readyz))
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}))
+
+	r.Route("/v1", func(r chi.Router) {
+		r.Get("/openapi.json", a.openapi)
+		r.Get("/.well-known/jwks.json", handler(a.jwks))
+
+		r.Group(func(r chi.Router) {
+			r.Use(middleware.ClientIPFromRemoteAddr)
+			r.Use(httprate.LimitBy(o.AuthRateLimit, time.Minute,
+				func(r *http.Request) (string, error) {
+					return httprate.CanonicalizeIP(middleware.GetClientIP(r.Context())), nil
+				},
+				httprate.WithLimitHandler(func(w http.ResponseWriter, r *http.Request) { writeProblem(w, r, errRateLimited) })))
+			r.Post("/signup", handler(a.signup))
+			r.Post("/login", handler(a.login))
+			r.Post("/refresh", handler(a.refresh))
+		})
+
+		r.Group(func(r chi.Router) {
+			r.Use(a.authenticate)
+			r.Post("/logout", handler(a.logout))
+			r.Get("/api-keys", handler(a.listAPIKeys))
+			r.Post("/api-keys", handler(a.createAPIKey))
+			r.Delete("/api-keys/{id}", handler(a.revokeAPIKey))
+			r.Get("/tenants", handler(a.listTenants))
+			r.Post("/tenants", handler(a.createTenant))
+
+			r.Group(func(r chi.Router) {
+				r.Use(a.loadTenant)
+				r.Get("/tenants/{tid}", handler(a.getTenant))
+				r.Patch("/tenants/{tid}", handler(a.updateTenant))
+				r.Delete("/tenants/{tid}", handler(a.deleteTenant))
+
+				r.Get("/tenants/{tid}/credentials", handler(a.listCredentials))
+				r.Post("/tenants/{tid}/credentials", handler(a.createCredential))
+				r.Get("/tenants/{tid}/credentials/{cid}", handler(a.getCredential))
+				r.Delete("/tenants/{tid}/credentials/{cid}", handler(a.revokeCredential))
+
+				r.Get("/tenants/{tid}/quotas", handler(a.getQuotas))
+				r.Put("/tenants/{tid}/quotas", handler(a.putQuotas))
+
+				r.Get("/tenants/{tid}/topics", handler(a.listTopicRules))
+				r.Post("/tenants/{tid}/topics", handler(a.createTopicRule))
+				r.Delete("/tenants/{tid}/topics/{id}", handler(a.deleteTopicRule))
+
+				r.Get("/tenants/{tid}/topics/live", handler(a.liveTopics))
+				r.Get("/tenants/{tid}/retained", handler(a.listRetained))
+				r.Delete("/tenants/{tid}/retained", handler(a.deleteRetained))
+				r.Post("/tenants/{tid}/publish", handler(a.publish))
+				r.Get("/tenants/{tid}/sessions", handler(a.listSessions))
+				r.Delete("/tenants/{tid}/sessions/{clientid}", handler(a.kickSession))
+
+				r.Get("/tenants/{tid}/usage", handler(a.usage))
+				r.Get("/tenants/{tid}/traces", handler(a.listTraces))
+				r.Get("/tenants/{tid}/traces/{trace_id}", handler(a.getTrace))
+			})
+		})
+	})
+	return r, nil
+}
+
+func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// readyz answers 200 when Postgres answers within 2 s, else 503.
+func (a *api) readyz(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := a.store.Ping(ctx); err != nil {
+		loggerFrom(ctx).LogAttrs(ctx, slog.LevelWarn, "not ready", slog.Any("err", err))
+		return writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "postgres": "unreachable"})
+	}
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "postgres": "ok"})
+}
+
+func (a *api) openapi(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(openapi.Document())
+}
+
+func (a *api) jwks(w http.ResponseWriter, r *http.Request) error {
+	set, err := a.keyring.JWKS(r.Context())
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(set)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/jwk-set+json")
+	w.Header().Set("Cache-Control", "public, max-age=60")
+	_, _ = w.Write(b)
+	return nil
+}

@@ -1,0 +1,185 @@
+package httpapi
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"berth.dev/billing/plan"
+	"berth.dev/services/internal/store"
+)
+
+// urlParam returns a path parameter, unescaped (chi matches on the raw
+// path, so a client id holding "/" arrives as %2F).
+func urlParam(r *http.Request, name string) string {
+	raw := chi.URLParam(r, name)
+	if s, err := url.PathUnescape(raw); err == nil {
+		return s
+	}
+	return raw
+}
+
+type tenantJSON struct {
+	ID        string    `json:"id"`
+	Slug      string    `json:"slug"`
+	Plan      string    `json:"plan"`
+	Endpoint  string    `json:"endpoint"`
+	NodeID    *string   `json:"node_id"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func (a *api) endpoint(slug string) string { return slug + "." + a.opts.Domain }
+
+func (a *api) tenantOut(t store.Tenant) tenantJSON {
+	return tenantJSON{ID: t.ID, Slug: t.Slug, Plan: t.Plan, Endpoint: a.endpoint(t.Slug), NodeID: t.NodeID, CreatedAt: t.CreatedAt}
+}
+
+func (a *api) listTenants(w http.ResponseWriter, r *http.Request) error {
+	p, err := parsePage(r)
+	if err != nil {
+		return err
+	}
+	ts, next, err := a.store.ListTenants(r.Context(), principalFrom(r.Context()).AccountID, p)
+	if err != nil {
+		return err
+	}
+	out := make([]tenantJSON, len(ts))
+	for i, t := range ts {
+		out[i] = a.tenantOut(t)
+	}
+	return writeJSON(w, http.StatusOK, newList(out, next))
+}
+
+type createTenantRequest struct {
+	Slug string `json:"slug"`
+	Plan string `json:"plan"`
+}
+
+// createTenant creates a tenant with its plan's default quotas, placed on
+// the least-loaded live node (or none yet: placement is retried lazily).
+func (a *api) createTenant(w http.ResponseWriter, r *http.Request) error {
+	var req createTenantRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	var v validator
+	checkSlug(&v, "slug", req.Slug)
+	if req.Plan == "" {
+		req.Plan = "free"
+	}
+	p, err := plan.Lookup(req.Plan)
+	if err != nil {
+		v.add("plan", "must be one of "+strings.Join(plan.Names(), ", "))
+	}
+	if err := v.err(); err != nil {
+		return err
+	}
+	t := store.Tenant{ID: store.NewID(store.PrefixTenant), AccountID: principalFrom(r.Context()).AccountID, Slug: req.Slug, Plan: p.Name}
+	if err := a.store.CreateTenant(r.Context(), &t, p.Defaults); err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/tenants/"+t.ID)
+	return writeJSON(w, http.StatusCreated, a.tenantOut(t))
+}
+
+// getTenant answers the tenant, placing it first if it has no node yet.
+func (a *api) getTenant(w http.ResponseWriter, r *http.Request) error {
+	t := tenantFrom(r.Context())
+	if t.NodeID == nil {
+		var err error
+		if t, err = a.store.AssignNode(r.Context(), t.AccountID, t.ID); err != nil {
+			return err
+		}
+	}
+	return writeJSON(w, http.StatusOK, a.tenantOut(t))
+}
+
+type updateTenantRequest struct {
+	Slug *string `json:"slug"`
+	Plan *string `json:"plan"`
+}
+
+// updateTenant changes slug and/or plan; a plan change clamps quotas into
+// the new plan's bounds.
+func (a *api) updateTenant(w http.ResponseWriter, r *http.Request) error {
+	var req updateTenantRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	var v validator
+	if req.Slug != nil {
+		checkSlug(&v, "slug", *req.Slug)
+	}
+	if req.Plan != nil {
+		if _, err := plan.Lookup(*req.Plan); err != nil {
+			v.add("plan", "must be one of "+strings.Join(plan.Names(), ", "))
+		}
+	}
+	if err := v.err(); err != nil {
+		return err
+	}
+	t := tenantFrom(r.Context())
+	t, err := a.store.UpdateTenant(r.Context(), t.AccountID, t.ID, store.TenantUpdate{Slug: req.Slug, Plan: req.Plan})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, a.tenantOut(t))
+}
+
+func (a *api) deleteTenant(w http.ResponseWriter, r *http.Request) error {
+	t := tenantFrom(r.Context())
+	if err := a.store.DeleteTenant(r.Context(), t.AccountID, t.ID); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+type quotasJSON struct {
+	Plan      string      `json:"plan"`
+	Quotas    plan.Quotas `json:"quotas"`
+	Max       plan.Quotas `json:"max"`
+	UpdatedAt time.Time   `json:"updated_at"`
+}
+
+func (a *api) getQuotas(w http.ResponseWriter, r *http.Request) error {
+	t := tenantFrom(r.Context())
+	p, err := plan.Lookup(t.Plan)
+	if err != nil {
+		return err
+	}
+	q, updated, err := a.store.Quotas(r.Context(), t.ID)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, quotasJSON{Plan: p.Name, Quotas: q, Max: p.Max, UpdatedAt: updated})
+}
+
+// putQuotas sets quotas within the plan's bounds. The body is a quotas
+// object; fields left out keep their current values. Nodes apply the
+// change live (NOTIFY berth_quotas).
+func (a *api) putQuotas(w http.ResponseWriter, r *http.Request) error {
+	t := tenantFrom(r.Context())
+	p, err := plan.Lookup(t.Plan)
+	if err != nil {
+		return err
+	}
+	q, _, err := a.store.Quotas(r.Context(), t.ID)
+	if err != nil {
+		return err
+	}
+	if err := decodeJSON(w, r, &q); err != nil { // decodes onto the current values
+		return err
+	}
+	if err := p.Check(q); err != nil {
+		return err
+	}
+	updated, err := a.store.SetQuotas(r.Context(), t.ID, q)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, quotasJSON{Plan: p.Name, Quotas: q, Max: p.Max, UpdatedAt: updated})
+}

@@ -1,0 +1,147 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strconv"
+	"time"
+
+	"berth.dev/services/internal/store"
+)
+
+// Usage series bounds.
+const (
+	minStep   = time.Minute
+	maxPoints = 1440
+)
+
+// timeRange reads ?from= and ?to= (RFC 3339), defaulting to the last 24
+// hours ending now.
+func timeRange(r *http.Request, v *validator) (from, to time.Time) {
+	q := r.URL.Query()
+	to = time.Now().UTC().Truncate(time.Minute).Add(time.Minute)
+	if s := q.Get("to"); s != "" {
+		t, err := time.Parse(time.RFC3339, s)
+		v.check(err == nil, "to", "must be an RFC 3339 time like 2026-01-02T15:04:05Z")
+		to = t
+	}
+	from = to.Add(-24 * time.Hour)
+	if s := q.Get("from"); s != "" {
+		t, err := time.Parse(time.RFC3339, s)
+		v.check(err == nil, "from", "must be an RFC 3339 time like 2026-01-02T15:04:05Z")
+		from = t
+	}
+	v.check(from.Before(to), "from", "must be before to")
+	return from.Truncate(time.Second), to.Truncate(time.Second)
+}
+
+type usagePointJSON struct {
+	T                 time.Time        `json:"t"`
+	MessagesIn        int64            `json:"messages_in"`
+	MessagesOut       int64            `json:"messages_out"`
+	BytesIn           int64            `json:"bytes_in"`
+	BytesOut          int64            `json:"bytes_out"`
+	ConnectionSeconds int64            `json:"connection_seconds"`
+	StoredBytes       int64            `json:"stored_bytes"`
+	Drops             map[string]int64 `json:"drops"`
+}
+
+type usageJSON struct {
+	From        time.Time        `json:"from"`
+	To          time.Time        `json:"to"`
+	StepSeconds int64            `json:"step_seconds"`
+	Points      []usagePointJSON `json:"points"`
+}
+
+// usage answers the tenant's usage series: ?from=&to= (RFC 3339) and
+// ?step= (a duration like 5m or 1h, at least 1m, whole seconds), at most
+// 1440 points.
+func (a *api) usage(w http.ResponseWriter, r *http.Request) error {
+	var v validator
+	from, to := timeRange(r, &v)
+	step := time.Hour
+	if s := r.URL.Query().Get("step"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			v.add("step", "must be a duration like 1m, 5m or 1h")
+		} else {
+			step = d
+		}
+	}
+	v.check(step >= minStep, "step", "must be at least 1m")
+	v.check(step%time.Second == 0, "step", "must be a whole number of seconds")
+	if step >= minStep && from.Before(to) {
+		v.check(to.Sub(from)/step < maxPoints, "step", "gives more than "+strconv.Itoa(maxPoints)+" points for this range; use a larger step")
+	}
+	if err := v.err(); err != nil {
+		return err
+	}
+	points, err := a.store.Usage(r.Context(), tenantFrom(r.Context()).ID, from, to, step)
+	if err != nil {
+		return err
+	}
+	out := usageJSON{From: from, To: to, StepSeconds: int64(step / time.Second), Points: make([]usagePointJSON, len(points))}
+	for i, p := range points {
+		out.Points[i] = usagePointJSON(p)
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+var traceIDPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+type traceSummaryJSON struct {
+	TraceID    string    `json:"trace_id"`
+	RootName   string    `json:"root_name"`
+	Start      time.Time `json:"start"`
+	DurationNS int64     `json:"duration_ns"`
+	SpanCount  int       `json:"span_count"`
+}
+
+type spanJSON struct {
+	SpanID       string          `json:"span_id"`
+	ParentSpanID *string         `json:"parent_span_id"`
+	Name         string          `json:"name"`
+	Start        time.Time       `json:"start"`
+	DurationNS   int64           `json:"duration_ns"`
+	Attributes   json.RawMessage `json:"attributes"`
+}
+
+// listTraces pages through sampled traces, newest first, in ?from=&to=
+// (default the last 24 hours).
+func (a *api) listTraces(w http.ResponseWriter, r *http.Request) error {
+	var v validator
+	from, to := timeRange(r, &v)
+	p, err := parsePage(r)
+	if err != nil {
+		return err
+	}
+	if err := v.err(); err != nil {
+		return err
+	}
+	ts, next, err := a.store.ListTraces(r.Context(), tenantFrom(r.Context()).ID, from, to, p)
+	if err != nil {
+		return err
+	}
+	out := make([]traceSummaryJSON, len(ts))
+	for i, t := range ts {
+		out[i] = traceSummaryJSON(t)
+	}
+	return writeJSON(w, http.StatusOK, newList(out, next))
+}
+
+func (a *api) getTrace(w http.ResponseWriter, r *http.Request) error {
+	id := urlParam(r, "trace_id")
+	if !traceIDPattern.MatchString(id) {
+		return store.ErrNotFound
+	}
+	spans, err := a.store.Trace(r.Context(), tenantFrom(r.Context()).ID, id)
+	if err != nil {
+		return err
+	}
+	out := make([]spanJSON, len(spans))
+	for i, s := range spans {
+		out[i] = spanJSON{SpanID: s.SpanID, ParentSpanID: s.ParentSpanID, Name: s.Name, Start: s.Start, DurationNS: s.DurationNS, Attributes: s.Attributes}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"trace_id": id, "spans": out})
+}

@@ -1,0 +1,155 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"berth.dev/services/internal/store"
+)
+
+func TestUsage(t *testing.T) {
+	e := newEnv(t)
+	u := e.signup("ada@example.com")
+	other := e.signup("bob@example.com")
+	ctx := context.Background()
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	ins := func(tid, node string, at time.Time, msgsIn, stored int64) {
+		t.Helper()
+		if _, err := e.pool.Exec(ctx,
+			`INSERT INTO usage (tenant_id, node_id, bucket, messages_in, messages_out, bytes_in, bytes_out, connection_seconds, stored_bytes)
+			 VALUES ($1, $2, $3, $4::bigint, $4::bigint * 2, $4::bigint * 10, $4::bigint * 20, 60, $5)`, tid, node, at, msgsIn, stored); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ins(u.tenantID, "n1", base, 5, 100)
+	ins(u.tenantID, "n2", base, 7, 50)                   // same minute, another node: stored adds up to 150
+	ins(u.tenantID, "n1", base.Add(time.Minute), 1, 120) // same hour; stored level 120 < 150
+	ins(u.tenantID, "n1", base.Add(2*time.Hour+5*time.Minute), 3, 10)
+	ins(u.tenantID, "n1", base.Add(-time.Minute), 1000, 0)    // before the range
+	ins(other.tenantID, "n1", base.Add(time.Minute), 1000, 0) // another tenant
+	if _, err := e.pool.Exec(ctx, `INSERT INTO usage_drops (tenant_id, node_id, bucket, reason, count) VALUES
+		($1, 'n1', $2, 'quota_rate', 4), ($1, 'n2', $2, 'quota_rate', 1), ($1, 'n1', $3, 'queue_full', 2)`,
+		u.tenantID, base, base.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+
+	q := url.Values{"from": {base.Format(time.RFC3339)}, "to": {base.Add(3 * time.Hour).Format(time.RFC3339)}, "step": {"1h"}}
+	r := e.do(t, "GET", "/v1/tenants/"+u.tenantID+"/usage?"+q.Encode(), u.key, nil)
+	want(t, r, http.StatusOK)
+	var out struct {
+		StepSeconds int64 `json:"step_seconds"`
+		Points      []struct {
+			T                 time.Time
+			MessagesIn        int64 `json:"messages_in"`
+			MessagesOut       int64 `json:"messages_out"`
+			BytesIn           int64 `json:"bytes_in"`
+			ConnectionSeconds int64 `json:"connection_seconds"`
+			StoredBytes       int64 `json:"stored_bytes"`
+			Drops             map[string]int64
+		}
+	}
+	r.json(t, &out)
+	if out.StepSeconds != 3600 || len(out.Points) != 3 {
+		t.Fatalf("series %s", r.body)
+	}
+	p0, p1, p2 := out.Points[0], out.Points[1], out.Points[2]
+	if !p0.T.Equal(base) || p0.MessagesIn != 13 || p0.MessagesOut != 26 || p0.BytesIn != 130 || p0.ConnectionSeconds != 180 || p0.StoredBytes != 150 || p0.Drops["quota_rate"] != 5 {
+		t.Fatalf("point 0 %+v", p0)
+	}
+	if p1.MessagesIn != 0 || len(p1.Drops) != 0 || !p1.T.Equal(base.Add(time.Hour)) {
+		t.Fatalf("point 1 %+v", p1)
+	}
+	if p2.MessagesIn != 3 || p2.Drops["queue_full"] != 2 {
+		t.Fatalf("point 2 %+v", p2)
+	}
+
+	for _, c := range []struct {
+		name, query, field string
+	}{
+		{"from after to", fmt.Sprintf("from=%s&to=%s", base.Add(time.Hour).Format(time.RFC3339), base.Format(time.RFC3339)), "from"},
+		{"step too small", "step=30s", "step"},
+		{"step not a duration", "step=hourly", "step"},
+		{"too many points", fmt.Sprintf("from=%s&to=%s&step=1m", base.Format(time.RFC3339), base.Add(48*time.Hour).Format(time.RFC3339)), "step"},
+		{"bad time", "from=yesterday", "from"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := e.do(t, "GET", "/v1/tenants/"+u.tenantID+"/usage?"+c.query, u.key, nil)
+			want(t, r, http.StatusUnprocessableEntity)
+			if p := r.problem(t); len(p.Errors) == 0 || p.Errors[0].Field != c.field {
+				t.Fatalf("errors %+v, want %s", p.Errors, c.field)
+			}
+		})
+	}
+	// Defaults: the last 24 hours by the hour.
+	r = e.do(t, "GET", "/v1/tenants/"+u.tenantID+"/usage", u.key, nil)
+	want(t, r, http.StatusOK)
+	r.json(t, &out)
+	if len(out.Points) != 24 {
+		t.Fatalf("default series has %d points", len(out.Points))
+	}
+}
+
+func TestTraces(t *testing.T) {
+	e := newEnv(t)
+	u := e.signup("ada@example.com")
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	root := "aaaaaaaaaaaaaaaa"
+	var spans []store.Span
+	for i := range 3 {
+		trace := fmt.Sprintf("%032x", i+1)
+		start := now.Add(-time.Duration(3-i) * time.Minute)
+		spans = append(spans,
+			store.Span{TenantID: u.tenantID, TraceID: trace, SpanID: root, Name: "broker.publish", Start: start, DurationNS: 5_000_000,
+				Attributes: []byte(`{"topic":"a/b"}`)},
+			store.Span{TenantID: u.tenantID, TraceID: trace, SpanID: "bbbbbbbbbbbbbbbb", ParentSpanID: &root, Name: "wal.append",
+				Start: start.Add(time.Millisecond), DurationNS: 6_000_000},
+		)
+	}
+	if err := e.store.InsertSpans(ctx, spans); err != nil {
+		t.Fatal(err)
+	}
+	var page struct {
+		Items []struct {
+			TraceID    string `json:"trace_id"`
+			RootName   string `json:"root_name"`
+			DurationNS int64  `json:"duration_ns"`
+			SpanCount  int    `json:"span_count"`
+		}
+		NextCursor *string `json:"next_cursor"`
+	}
+	r := e.do(t, "GET", "/v1/tenants/"+u.tenantID+"/traces?limit=2", u.key, nil)
+	want(t, r, http.StatusOK)
+	r.json(t, &page)
+	if len(page.Items) != 2 || page.NextCursor == nil || page.Items[0].TraceID != fmt.Sprintf("%032x", 3) {
+		t.Fatalf("page 1 %s", r.body)
+	}
+	if it := page.Items[0]; it.RootName != "broker.publish" || it.SpanCount != 2 || it.DurationNS != 7_000_000 {
+		t.Fatalf("summary %+v", it)
+	}
+	e.do(t, "GET", "/v1/tenants/"+u.tenantID+"/traces?limit=2&cursor="+*page.NextCursor, u.key, nil).json(t, &page)
+	if len(page.Items) != 1 || page.Items[0].TraceID != fmt.Sprintf("%032x", 1) || page.NextCursor != nil {
+		t.Fatalf("page 2 %+v", page)
+	}
+
+	r = e.do(t, "GET", "/v1/tenants/"+u.tenantID+"/traces/"+fmt.Sprintf("%032x", 2), u.key, nil)
+	want(t, r, http.StatusOK)
+	var tr struct {
+		Spans []struct {
+			SpanID       string  `json:"span_id"`
+			ParentSpanID *string `json:"parent_span_id"`
+			Attributes   map[string]any
+		}
+	}
+	r.json(t, &tr)
+	if len(tr.Spans) != 2 || tr.Spans[0].ParentSpanID != nil || *tr.Spans[1].ParentSpanID != root || tr.Spans[0].Attributes["topic"] != "a/b" {
+		t.Fatalf("trace %s", r.body)
+	}
+	want(t, e.do(t, "GET", "/v1/tenants/"+u.tenantID+"/traces/"+fmt.Sprintf("%032x", 9), u.key, nil), http.StatusNotFound)
+	want(t, e.do(t, "GET", "/v1/tenants/"+u.tenantID+"/traces/not-hex", u.key, nil), http.StatusNotFound)
+	want(t, e.do(t, "GET", "/v1/tenants/"+u.tenantID+"/traces?cursor=bogus", u.key, nil), http.StatusUnprocessableEntity)
+}
