@@ -1,0 +1,126 @@
+// Command gateway is Berth's MQTT-aware connection gateway: it accepts
+// device connections on TCP (:1883), TLS (:8883) and WebSocket (:8083/mqtt),
+// authenticates each CONNECT against the API's JWKS, admits it under the
+// tenant's global connection limit (Redis), and relays it to the tenant's
+// broker node behind a signed PROXY v2 header. See package
+// berth.dev/gateway/internal/gateway.
+//
+// Usage:
+//
+//	gateway -jwks-url http://api:8080/v1/.well-known/jwks.json
+//
+// with DATABASE_URL, REDIS_URL and BERTH_PROXY_SECRET in the environment
+// (every flag also reads BERTH_<FLAG>; gateway -h lists them).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"berth.dev/broker/proxyproto"
+	"berth.dev/gateway/internal/connlimit"
+	"berth.dev/gateway/internal/gateway"
+	"berth.dev/gateway/internal/jwtauth"
+	"berth.dev/gateway/internal/revocation"
+	"berth.dev/gateway/internal/route"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cfg := gateway.DefaultConfig()
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := gateway.ApplyEnv(fs, os.LookupEnv); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	var h slog.Handler = slog.NewJSONHandler(os.Stderr, nil)
+	if cfg.LogFormat == "text" {
+		h = slog.NewTextHandler(os.Stderr, nil)
+	}
+	log := slog.New(h).With("gateway_id", cfg.GatewayID)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	defer pool.Close()
+	ropt, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return fmt.Errorf("redis url: %w", err)
+	}
+	ropt.DialTimeout, ropt.ReadTimeout, ropt.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
+	rdb := redis.NewClient(ropt)
+	defer rdb.Close()
+
+	keys := jwtauth.NewKeySet(jwtauth.KeySetOptions{URL: cfg.JWKSURL, Logger: log})
+	keys.Start(ctx)
+	revoked := revocation.New(pool, revocation.Options{Logger: log})
+	if err := revoked.Start(ctx); err != nil {
+		return err
+	}
+	routes := route.New(pool, route.Options{Logger: log})
+	if err := routes.Start(ctx); err != nil {
+		return err
+	}
+	limits, err := connlimit.New(rdb, connlimit.Options{
+		GatewayID: cfg.GatewayID, Prefix: cfg.RedisPrefix, HeartbeatTTL: cfg.HeartbeatTTL, FailClosed: cfg.LimitFailClosed, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	limits.Start(ctx)
+	signer, err := proxyproto.NewSigner([]byte(cfg.ProxySecret), nil)
+	if err != nil {
+		return err
+	}
+	gw, err := gateway.New(cfg, gateway.Deps{
+		Auth:    jwtauth.NewVerifier(keys, jwtauth.VerifierOptions{Issuer: cfg.Issuer}),
+		Revoked: revoked, Routes: routes, Limits: limits, Signer: signer, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := gw.Start(ctx); err != nil {
+		return err
+	}
+	log.Info("gateway started")
+	<-ctx.Done()
+	stop()
+	log.Info("shutting down", "grace", cfg.DrainGrace)
+
+	// Order: stop accepting and drain connections (releasing their leases),
+	// then the background parts.
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.DrainGrace)
+	defer cancel()
+	if err := gw.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		log.Error("gateway shutdown", "err", err)
+	}
+	fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer fcancel()
+	return errors.Join(limits.Shutdown(fctx), routes.Shutdown(fctx), revoked.Shutdown(fctx), keys.Shutdown(fctx))
+}

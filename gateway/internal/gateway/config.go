@@ -1,0 +1,179 @@
+package gateway
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Config is the gateway's whole configuration. Defaults live in
+// DefaultConfig; RegisterFlags binds every field to a flag; ApplyEnv fills
+// the flags that were not given from the environment.
+type Config struct {
+	ListenTCP     string // MQTT over TCP; "" disables
+	ListenTLS     string // MQTT over TLS; used only with TLSCert and TLSKey
+	ListenWS      string // MQTT over WebSocket at /mqtt; "" disables
+	MetricsListen string // Prometheus /metrics; "" disables
+
+	TLSCert, TLSKey string
+	TLSReloadCheck  time.Duration // how often a handshake may stat the files for a new certificate
+	// TenantDomain: with TLS, an SNI of <slug>.<TenantDomain> must name the
+	// token's tenant. Other server names (or none) are not checked.
+	TenantDomain string
+
+	DatabaseURL string
+	RedisURL    string
+	RedisPrefix string // every Redis key starts with it
+	ProxySecret string // shared with the nodes; signs the PROXY header
+	JWKSURL     string
+	Issuer      string
+	GatewayID   string
+
+	ConnectTimeout time.Duration // TLS handshake + CONNECT must arrive within this
+	MaxConnectSize int           // bytes; a larger CONNECT is refused unread
+	DialTimeout    time.Duration // to the node
+
+	PerIPRate   float64 // new connections per second per client IP
+	PerIPBurst  int
+	AcceptRate  float64 // new connections per second, whole gateway
+	AcceptBurst int
+
+	DefaultMaxConnections int           // for tenants without a quotas row
+	HeartbeatTTL          time.Duration // connection-limit lease TTL
+	LimitFailClosed       bool          // refuse when Redis is down (default: admit)
+	DrainGrace            time.Duration // SIGTERM: how long live connections may stay
+	LogFormat             string        // json or text
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{
+		ListenTCP:             ":1883",
+		ListenTLS:             ":8883",
+		ListenWS:              ":8083",
+		MetricsListen:         ":9101",
+		Issuer:                "berth",
+		RedisPrefix:           "berth:",
+		GatewayID:             fmt.Sprintf("%s-%d", host, os.Getpid()),
+		TLSReloadCheck:        time.Second,
+		ConnectTimeout:        10 * time.Second,
+		MaxConnectSize:        64 << 10,
+		DialTimeout:           3 * time.Second,
+		PerIPRate:             20,
+		PerIPBurst:            40,
+		AcceptRate:            2000,
+		AcceptBurst:           4000,
+		DefaultMaxConnections: 1000,
+		HeartbeatTTL:          10 * time.Second,
+		DrainGrace:            25 * time.Second,
+		LogFormat:             "json",
+	}
+}
+
+// RegisterFlags binds c's fields to flags on fs, with c's current values
+// as defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.ListenTCP, "listen", c.ListenTCP, "MQTT over TCP address (empty disables)")
+	fs.StringVar(&c.ListenTLS, "listen-tls", c.ListenTLS, "MQTT over TLS address (needs -tls-cert and -tls-key)")
+	fs.StringVar(&c.ListenWS, "listen-ws", c.ListenWS, "MQTT over WebSocket address, path /mqtt (empty disables)")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "Prometheus /metrics address (empty disables)")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "TLS certificate file (PEM); reloaded when it changes")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "TLS key file (PEM)")
+	fs.DurationVar(&c.TLSReloadCheck, "tls-reload-check", c.TLSReloadCheck, "how often to look for a new certificate on disk")
+	fs.StringVar(&c.TenantDomain, "tenant-domain", c.TenantDomain, "SNI <slug>.<domain> must match the token's tenant")
+	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "Postgres URL (env DATABASE_URL)")
+	fs.StringVar(&c.RedisURL, "redis-url", c.RedisURL, "Redis URL (env REDIS_URL)")
+	fs.StringVar(&c.RedisPrefix, "redis-prefix", c.RedisPrefix, "prefix of every Redis key")
+	fs.StringVar(&c.ProxySecret, "proxy-secret", c.ProxySecret, "PROXY header HMAC secret shared with nodes (env BERTH_PROXY_SECRET)")
+	fs.StringVar(&c.JWKSURL, "jwks-url", c.JWKSURL, "the API's JWKS URL, e.g. http://api:8080/v1/.well-known/jwks.json")
+	fs.StringVar(&c.Issuer, "issuer", c.Issuer, "required iss claim")
+	fs.StringVar(&c.GatewayID, "gateway-id", c.GatewayID, "unique id of this gateway (connection-limit leases)")
+	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", c.ConnectTimeout, "TLS handshake and CONNECT deadline")
+	fs.IntVar(&c.MaxConnectSize, "max-connect-size", c.MaxConnectSize, "largest CONNECT packet accepted, bytes")
+	fs.DurationVar(&c.DialTimeout, "dial-timeout", c.DialTimeout, "timeout dialing the node")
+	fs.Float64Var(&c.PerIPRate, "per-ip-rate", c.PerIPRate, "new connections per second per client IP")
+	fs.IntVar(&c.PerIPBurst, "per-ip-burst", c.PerIPBurst, "per-IP burst")
+	fs.Float64Var(&c.AcceptRate, "accept-rate", c.AcceptRate, "new connections per second for the whole gateway")
+	fs.IntVar(&c.AcceptBurst, "accept-burst", c.AcceptBurst, "global accept burst")
+	fs.IntVar(&c.DefaultMaxConnections, "default-max-connections", c.DefaultMaxConnections, "connection limit for tenants without quotas")
+	fs.DurationVar(&c.HeartbeatTTL, "lease-ttl", c.HeartbeatTTL, "connection-limit heartbeat TTL (a dead gateway's slots free after it)")
+	fs.BoolVar(&c.LimitFailClosed, "limit-fail-closed", c.LimitFailClosed, "refuse connections when Redis is unreachable (default admits)")
+	fs.DurationVar(&c.DrainGrace, "drain-grace", c.DrainGrace, "on SIGTERM, how long live connections may stay")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "json or text")
+}
+
+// envNames lists the environment variables that fill a flag not given on
+// the command line, first match wins. Flags not listed use BERTH_<FLAG>
+// (upper case, '-' as '_').
+var envNames = map[string][]string{
+	"database-url": {"DATABASE_URL", "BERTH_DATABASE_URL"},
+	"redis-url":    {"REDIS_URL", "BERTH_REDIS_URL"},
+	"proxy-secret": {"BERTH_PROXY_SECRET"},
+	"jwks-url":     {"BERTH_JWKS_URL"},
+}
+
+// ApplyEnv sets every flag of fs that was not set on the command line from
+// the environment (lookup is os.LookupEnv in production).
+func ApplyEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] {
+			return
+		}
+		names, ok := envNames[f.Name]
+		if !ok {
+			names = []string{"BERTH_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))}
+		}
+		for _, n := range names {
+			if v, ok := lookup(n); ok && v != "" {
+				if err := fs.Set(f.Name, v); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", n, err))
+				}
+				return
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// Validate reports every problem with c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	req := func(v, name string) {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s is required", name))
+		}
+	}
+	req(c.DatabaseURL, "-database-url (DATABASE_URL)")
+	req(c.RedisURL, "-redis-url (REDIS_URL)")
+	req(c.JWKSURL, "-jwks-url")
+	req(c.GatewayID, "-gateway-id")
+	if len(c.ProxySecret) < 16 {
+		errs = append(errs, errors.New("-proxy-secret (BERTH_PROXY_SECRET) must be at least 16 bytes"))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("-tls-cert and -tls-key go together"))
+	}
+	if c.ListenTCP == "" && c.ListenWS == "" && (c.TLSCert == "" || c.ListenTLS == "") {
+		errs = append(errs, errors.New("no listener enabled"))
+	}
+	if c.ConnectTimeout <= 0 || c.DialTimeout <= 0 || c.HeartbeatTTL <= 0 {
+		errs = append(errs, errors.New("timeouts must be positive"))
+	}
+	if c.MaxConnectSize < 128 {
+		errs = append(errs, errors.New("-max-connect-size must be at least 128"))
+	}
+	if c.PerIPRate <= 0 || c.PerIPBurst < 1 || c.AcceptRate <= 0 || c.AcceptBurst < 1 {
+		errs = append(errs, errors.New("rates and bursts must be positive"))
+	}
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		errs = append(errs, errors.New("-log-format must be json or text"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,105 @@
+package gateway
+
+import (
+	"flag"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigFlagsAndEnv(t *testing.T) {
+	env := map[string]string{
+		"DATABASE_URL":       "postgres://env/db",
+		"REDIS_URL":          "redis://env:6379/0",
+		"BERTH_PROXY_SECRET": "0123456789abcdef0123",
+		"BERTH_JWKS_URL":     "http://env/jwks",
+		"BERTH_PER_IP_RATE":  "7.5",
+		"BERTH_DRAIN_GRACE":  "3s",
+		"BERTH_GATEWAY_ID":   "gw-from-env",
+	}
+	cfg := DefaultConfig()
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	if err := fs.Parse([]string{"-redis-url", "redis://flag:6379/1", "-issuer", "berth-staging"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ApplyEnv(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		got, want any
+	}{
+		{"env fills an unset flag", cfg.DatabaseURL, "postgres://env/db"},
+		{"a flag beats the environment", cfg.RedisURL, "redis://flag:6379/1"},
+		{"secret from BERTH_PROXY_SECRET", cfg.ProxySecret, "0123456789abcdef0123"},
+		{"BERTH_<FLAG> for the rest", cfg.PerIPRate, 7.5},
+		{"durations parse", cfg.DrainGrace, 3 * time.Second},
+		{"gateway id", cfg.GatewayID, "gw-from-env"},
+		{"issuer flag", cfg.Issuer, "berth-staging"},
+		{"default kept", cfg.ListenTCP, ":1883"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.got != tc.want {
+				t.Fatalf("got %v, want %v", tc.got, tc.want)
+			}
+		})
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+}
+
+func TestConfigEnvBadValue(t *testing.T) {
+	cfg := DefaultConfig()
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	err := ApplyEnv(fs, func(k string) (string, bool) {
+		if k == "BERTH_CONNECT_TIMEOUT" {
+			return "soon", true
+		}
+		return "", false
+	})
+	if err == nil || !strings.Contains(err.Error(), "BERTH_CONNECT_TIMEOUT") {
+		t.Fatalf("ApplyEnv = %v, want an error naming BERTH_CONNECT_TIMEOUT", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	valid := func() Config {
+		c := DefaultConfig()
+		c.DatabaseURL, c.RedisURL, c.JWKSURL, c.ProxySecret = "postgres://x", "redis://x", "http://x", "0123456789abcdef"
+		return c
+	}
+	tests := []struct {
+		name    string
+		mod     func(*Config)
+		wantErr string
+	}{
+		{"valid", func(*Config) {}, ""},
+		{"no database", func(c *Config) { c.DatabaseURL = "" }, "database-url"},
+		{"short secret", func(c *Config) { c.ProxySecret = "short" }, "proxy-secret"},
+		{"cert without key", func(c *Config) { c.TLSCert = "a.crt" }, "tls-cert"},
+		{"no listener", func(c *Config) { c.ListenTCP, c.ListenWS = "", "" }, "no listener"},
+		{"tiny CONNECT cap", func(c *Config) { c.MaxConnectSize = 10 }, "max-connect-size"},
+		{"zero rate", func(c *Config) { c.PerIPRate = 0 }, "rates"},
+		{"log format", func(c *Config) { c.LogFormat = "xml" }, "log-format"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := valid()
+			tc.mod(&c)
+			err := c.Validate()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Validate = %v, want an error about %s", err, tc.wantErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,280 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"berth.dev/broker/packet"
+	"berth.dev/broker/proxyproto"
+	"berth.dev/gateway/internal/connlimit"
+	"berth.dev/gateway/internal/jwtauth"
+	"berth.dev/gateway/internal/route"
+)
+
+// errNotConnect: the first packet was not a CONNECT [MQTT-3.1.0-1].
+var errNotConnect = errors.New("gateway: first packet is not CONNECT")
+
+// readConnect reads exactly one packet from r, byte-exact: the fixed header
+// one byte at a time after the first two, then the body, so nothing after
+// the CONNECT is consumed and the rest of the stream can be spliced. A
+// packet larger than maxSize is refused before its body is read. It
+// returns the whole packet, its fixed header and its body (aliasing it).
+func readConnect(r io.Reader, maxSize int) (raw []byte, fh packet.FixedHeader, body []byte, err error) {
+	hdr := make([]byte, 2, 5)
+	if _, err := io.ReadFull(r, hdr); err != nil {
+		return nil, fh, nil, err
+	}
+	var n int
+	for {
+		fh, n, err = packet.ParseFixedHeader(hdr)
+		if err != nil {
+			return nil, fh, nil, err
+		}
+		if n > 0 {
+			break
+		}
+		if len(hdr) == 5 { // ParseFixedHeader reports a 5th length byte as malformed; be safe anyway
+			return nil, fh, nil, packet.ErrMalformed
+		}
+		hdr = hdr[:len(hdr)+1]
+		if _, err := io.ReadFull(r, hdr[len(hdr)-1:]); err != nil {
+			return nil, fh, nil, err
+		}
+	}
+	if fh.Type != packet.TypeConnect {
+		return nil, fh, nil, errNotConnect
+	}
+	total := n + fh.Remaining
+	if total > maxSize {
+		return nil, fh, nil, packet.ErrPacketTooLarge
+	}
+	raw = make([]byte, total)
+	copy(raw, hdr)
+	if _, err := io.ReadFull(r, raw[n:]); err != nil {
+		return nil, fh, nil, err
+	}
+	return raw, fh, raw[n:], nil
+}
+
+// handle serves one client connection on client (TCP, TLS after the
+// handshake, or a WebSocket stream). sni is the TLS server name, if any.
+func (g *Gateway) handle(s *session, client net.Conn, start time.Time, sni string) {
+	g.m.active.Inc()
+	defer g.m.active.Dec()
+	log := g.log.With("conn_id", g.nextID.Add(1), "remote", client.RemoteAddr().String())
+	deadline := start.Add(g.cfg.ConnectTimeout)
+	client.SetDeadline(deadline)
+	ctx, cancel := context.WithDeadline(g.connCtx, deadline)
+	defer cancel()
+
+	raw, fh, body, err := readConnect(client, g.cfg.MaxConnectSize)
+	if err != nil {
+		switch {
+		case errors.Is(err, packet.ErrPacketTooLarge):
+			g.refuse(client, log, "", 0, refuseTooLarge, err)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			g.refuse(client, log, "", 0, refuseTimeout, err)
+		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			// Gone before saying anything: a port scan or a health check.
+		default:
+			g.refuse(client, log, "", 0, refuseMalformed, err)
+		}
+		return
+	}
+	var p packet.Connect
+	if err := p.Decode(0, fh, body); err != nil {
+		var code packet.ReasonCode
+		errors.As(err, &code)
+		switch {
+		case code == packet.ErrUnsupportedProtocolVersion:
+			g.refuse(client, log, "", p.Version, refuseProtocol, err)
+		case code == packet.ErrClientIDNotValid:
+			g.refuse(client, log, "", p.Version, refuseClientID, err)
+		case p.Version == packet.Version5:
+			g.refuse(client, log, "", p.Version, refuseMalformedV5, err)
+		default:
+			g.refuse(client, log, "", p.Version, refuseMalformed, err)
+		}
+		return
+	}
+	log = log.With("client_id", string(p.ClientID))
+
+	// Authentication: user name = credential id, password = token.
+	if !p.UsernameFlag || !p.PasswordFlag {
+		g.refuse(client, log, "", p.Version, refuseBadCredentials, errors.New("no user name or password"))
+		return
+	}
+	claims, err := g.d.Auth.Verify(ctx, string(p.Username), p.Password)
+	if err != nil {
+		r := refuseBadCredentials
+		if errors.Is(err, jwtauth.ErrKeysUnavailable) {
+			r = refuseAuthDown
+		}
+		g.refuse(client, log, "", p.Version, r, err)
+		return
+	}
+	tid := claims.TenantID
+	log = log.With("tenant_id", tid, "credential_id", claims.Subject)
+
+	// Watch before checking, so a revocation arriving from now on is seen.
+	watch := g.d.Revoked.Watch(claims.Subject)
+	defer watch.Stop()
+	select {
+	case <-watch.Done():
+		g.refuse(client, log, tid, p.Version, refuseRevoked, errors.New("credential revoked"))
+		return
+	default:
+	}
+
+	rt, err := g.d.Routes.Lookup(ctx, tid)
+	switch {
+	case errors.Is(err, route.ErrNoTenant):
+		g.refuse(client, log, tid, p.Version, refuseNoTenant, err)
+		return
+	case err != nil:
+		g.refuse(client, log, tid, p.Version, refuseNoRoute, err)
+		return
+	}
+	if slug, ok := g.sniSlug(sni); ok && slug != rt.Slug {
+		g.refuse(client, log, tid, p.Version, refuseSNI, fmt.Errorf("SNI %q is not tenant %s (%s)", sni, tid, rt.Slug))
+		return
+	}
+
+	limit := rt.MaxConnections
+	if limit < 0 {
+		limit = g.cfg.DefaultMaxConnections
+	}
+	lease, err := g.d.Limits.Acquire(ctx, tid, limit)
+	switch {
+	case errors.Is(err, connlimit.ErrLimit):
+		g.refuse(client, log, tid, p.Version, refuseOverLimit, fmt.Errorf("limit %d", limit))
+		return
+	case err != nil:
+		g.refuse(client, log, tid, p.Version, refuseLimiterDown, err)
+		return
+	}
+	defer lease.Release()
+
+	if g.isClosing() {
+		// Accepted just before Shutdown: do not start a relay that the
+		// drain would only cut. MQTT 5 says why; 3.1.1 gets 0x03.
+		g.refuse(client, log, tid, p.Version, refuseShuttingDown, errors.New("gateway shutting down"))
+		return
+	}
+	dialer := net.Dialer{Timeout: g.cfg.DialTimeout}
+	node, err := dialer.DialContext(ctx, "tcp", rt.NodeAddr)
+	if err != nil {
+		g.refuse(client, log, tid, p.Version, refuseNodeDown, err)
+		return
+	}
+	s.setNode(node)
+	defer node.Close()
+
+	src, dst := addrPort(client.RemoteAddr()), addrPort(client.LocalAddr())
+	if !src.IsValid() || !dst.IsValid() {
+		src, dst = netip.AddrPort{}, netip.AddrPort{} // UNSPEC rather than half an address
+	}
+	var exp int64
+	if !claims.Expiry.IsZero() {
+		exp = claims.Expiry.Unix()
+	}
+	info := proxyproto.Info{TenantID: tid, CredentialID: claims.Subject, ACL: claims.ACL, TokenExpiry: exp}
+	out, err := g.d.Signer.Append(make([]byte, 0, 256+len(claims.ACL)+len(raw)), src, dst, &info)
+	if err != nil {
+		g.refuse(client, log, tid, p.Version, refuseNodeDown, err)
+		return
+	}
+	out = append(out, raw...)
+	node.SetWriteDeadline(deadline)
+	if _, err := node.Write(out); err != nil {
+		g.refuse(client, log, tid, p.Version, refuseNodeDown, err)
+		return
+	}
+	node.SetWriteDeadline(time.Time{})
+	client.SetDeadline(time.Time{}) // from here the node owns keep-alive
+	g.m.connects.WithLabelValues(tid).Inc()
+	g.m.latency.WithLabelValues(tid).Observe(time.Since(start).Seconds())
+	log.Debug("relaying", "node", rt.NodeAddr, "degraded_limit", lease.Degraded)
+
+	// Revocation closes the live connection.
+	relayDone := make(chan struct{})
+	defer close(relayDone)
+	go func() {
+		select {
+		case <-watch.Done():
+			g.m.revoked.Inc()
+			log.Info("credential revoked; closing connection")
+			s.close()
+		case <-relayDone:
+		}
+	}()
+	up, down := relay(client, node, g.bufs)
+	log.Debug("connection closed", "bytes_up", up, "bytes_down", down)
+}
+
+// sniSlug returns the tenant slug named by a TLS server name of the form
+// <slug>.<TenantDomain>.
+func (g *Gateway) sniSlug(sni string) (string, bool) {
+	if sni == "" || g.cfg.TenantDomain == "" {
+		return "", false
+	}
+	slug, ok := strings.CutSuffix(strings.ToLower(sni), "."+strings.ToLower(g.cfg.TenantDomain))
+	if !ok || slug == "" || strings.Contains(slug, ".") {
+		return "", false
+	}
+	return slug, true
+}
+
+// refuse counts the refusal, sends its CONNACK (if it has one) and lets
+// the caller close the connection [MQTT-3.2.2-7].
+func (g *Gateway) refuse(c net.Conn, log *slog.Logger, tenant string, version byte, r refusal, cause error) {
+	g.m.refusals.WithLabelValues(tenant, r.label).Inc()
+	log.Info("connect refused", "reason", r.label, "err", cause)
+	if ack := r.connack(version); ack != nil {
+		c.SetWriteDeadline(time.Now().Add(time.Second))
+		c.Write(ack)
+	}
+}
+
+// serveWS upgrades /mqtt to a WebSocket speaking subprotocol "mqtt" and
+// serves it as a stream ([MQTT-6.0.0-2]: packets need not align with
+// WebSocket frames).
+func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		Subprotocols: []string{"mqtt"},
+		// Tokens, not cookies, authenticate, so a cross-origin page gains
+		// nothing: allow browsers from any origin.
+		OriginPatterns: []string{"*"},
+	})
+	if err != nil {
+		g.m.refusals.WithLabelValues("", "websocket_upgrade").Inc()
+		return
+	}
+	if c.Subprotocol() != "mqtt" { // [MQTT-6.0.0-3]
+		g.m.refusals.WithLabelValues("", "websocket_subprotocol").Inc()
+		c.Close(websocket.StatusPolicyViolation, "subprotocol mqtt required")
+		return
+	}
+	c.SetReadLimit(-1) // a stream: MaxConnectSize and the node bound what is read
+	nc := websocket.NetConn(g.connCtx, c, websocket.MessageBinary)
+	s := &session{client: nc}
+	if !g.track(s) {
+		nc.Close()
+		return
+	}
+	defer g.untrack(s)
+	defer nc.Close()
+	g.handle(s, nc, start, "")
+}

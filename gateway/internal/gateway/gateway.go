@@ -1,0 +1,324 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"berth.dev/broker/proxyproto"
+	"berth.dev/gateway/internal/connlimit"
+	"berth.dev/gateway/internal/jwtauth"
+	"berth.dev/gateway/internal/revocation"
+	"berth.dev/gateway/internal/route"
+)
+
+// Deps are the parts a Gateway uses; the caller starts and stops them.
+type Deps struct {
+	Auth     *jwtauth.Verifier
+	Revoked  *revocation.Set
+	Routes   *route.Table
+	Limits   *connlimit.Limiter
+	Signer   *proxyproto.Signer
+	Logger   *slog.Logger
+	Registry *prometheus.Registry // where metrics register; a new one when nil
+}
+
+// Gateway serves MQTT listeners. New, Start, Shutdown.
+type Gateway struct {
+	cfg  Config
+	d    Deps
+	log  *slog.Logger
+	reg  *prometheus.Registry
+	m    *metrics
+	adm  *admission
+	bufs *bufPool
+	tls  *tls.Config // nil without a certificate
+
+	connCtx    context.Context // cancelled when Shutdown gives up waiting
+	cancelConn context.CancelFunc
+	nextID     atomic.Uint64
+
+	mu        sync.Mutex
+	closing   bool
+	listeners []net.Listener // MQTT listeners (the WebSocket one too)
+	sessions  map[*session]struct{}
+	wsSrv     *http.Server
+	metrics   *http.Server
+	loops     sync.WaitGroup // accept loops and HTTP servers
+	conns     sync.WaitGroup // one per session
+
+	addrs map[string]net.Addr // listener kind -> bound address
+}
+
+// session is one client connection, tracked so Shutdown can close it.
+type session struct {
+	mu     sync.Mutex
+	client net.Conn
+	node   net.Conn
+}
+
+func (s *session) setNode(c net.Conn) {
+	s.mu.Lock()
+	s.node = c
+	s.mu.Unlock()
+}
+
+func (s *session) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.client.Close()
+	if s.node != nil {
+		s.node.Close()
+	}
+}
+
+// New checks cfg and builds a Gateway; nothing listens until Start.
+func New(cfg Config, d Deps) (*Gateway, error) {
+	if d.Auth == nil || d.Revoked == nil || d.Routes == nil || d.Limits == nil || d.Signer == nil {
+		return nil, errors.New("gateway: Auth, Revoked, Routes, Limits and Signer are required")
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	reg := d.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	g := &Gateway{
+		cfg:      cfg,
+		d:        d,
+		log:      d.Logger,
+		reg:      reg,
+		m:        newMetrics(reg),
+		adm:      newAdmission(&cfg),
+		bufs:     newBufPool(),
+		sessions: map[*session]struct{}{},
+		addrs:    map[string]net.Addr{},
+	}
+	g.connCtx, g.cancelConn = context.WithCancel(context.Background())
+	if cfg.TLSCert != "" {
+		cr, err := newCertReloader(cfg.TLSCert, cfg.TLSKey, cfg.TLSReloadCheck, d.Logger)
+		if err != nil {
+			return nil, err
+		}
+		g.tls = &tls.Config{GetCertificate: cr.getCertificate, MinVersion: tls.VersionTLS12, NextProtos: []string{"mqtt"}}
+	}
+	return g, nil
+}
+
+// Listener kinds, for Addr.
+const (
+	KindTCP     = "tcp"
+	KindTLS     = "tls"
+	KindWS      = "ws"
+	KindMetrics = "metrics"
+)
+
+// Addr returns the bound address of a listener kind, nil when disabled.
+func (g *Gateway) Addr(kind string) net.Addr {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.addrs[kind]
+}
+
+// Start opens the listeners and serves until Shutdown.
+func (g *Gateway) Start(ctx context.Context) error {
+	type lc struct {
+		kind, addr string
+	}
+	var want []lc
+	if g.cfg.ListenTCP != "" {
+		want = append(want, lc{KindTCP, g.cfg.ListenTCP})
+	}
+	if g.cfg.ListenTLS != "" && g.tls != nil {
+		want = append(want, lc{KindTLS, g.cfg.ListenTLS})
+	}
+	if g.cfg.ListenWS != "" {
+		want = append(want, lc{KindWS, g.cfg.ListenWS})
+	}
+	if g.cfg.MetricsListen != "" {
+		want = append(want, lc{KindMetrics, g.cfg.MetricsListen})
+	}
+	var lcfg net.ListenConfig
+	for _, w := range want {
+		ln, err := lcfg.Listen(ctx, "tcp", w.addr)
+		if err != nil {
+			g.closeListeners()
+			return fmt.Errorf("gateway: listen %s %s: %w", w.kind, w.addr, err)
+		}
+		g.mu.Lock()
+		if w.kind != KindMetrics {
+			g.listeners = append(g.listeners, ln)
+		}
+		g.addrs[w.kind] = ln.Addr()
+		g.mu.Unlock()
+		g.log.Info("listening", "kind", w.kind, "addr", ln.Addr().String())
+		switch w.kind {
+		case KindTCP:
+			g.loops.Go(func() { g.acceptLoop(ln, nil) })
+		case KindTLS:
+			g.loops.Go(func() { g.acceptLoop(ln, g.tls) })
+		case KindWS:
+			mux := http.NewServeMux()
+			mux.HandleFunc("/mqtt", g.serveWS)
+			g.wsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: g.cfg.ConnectTimeout}
+			g.serveHTTP(g.wsSrv, limitedListener{ln, g})
+		case KindMetrics:
+			mux := http.NewServeMux()
+			mux.Handle("/metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{}))
+			g.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+			g.serveHTTP(g.metrics, ln)
+		}
+	}
+	return nil
+}
+
+func (g *Gateway) serveHTTP(srv *http.Server, ln net.Listener) {
+	g.loops.Go(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			g.log.Error("http server stopped", "addr", ln.Addr().String(), "err", err)
+		}
+	})
+}
+
+func (g *Gateway) closeListeners() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, ln := range g.listeners {
+		ln.Close()
+	}
+	if g.wsSrv != nil {
+		g.wsSrv.Close() // hijacked WebSocket connections are sessions, closed separately
+	}
+	if g.metrics != nil {
+		g.metrics.Close()
+	}
+}
+
+// Shutdown stops accepting at once, lets live connections run until ctx
+// ends (the drain grace period), then closes them and waits for every
+// goroutine. The metrics listener stays up until the end.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.mu.Lock()
+	g.closing = true
+	for _, ln := range g.listeners {
+		ln.Close()
+	}
+	if g.wsSrv != nil {
+		g.wsSrv.Close()
+	}
+	n := len(g.sessions)
+	g.mu.Unlock()
+	g.log.Info("draining", "connections", n)
+
+	drained := make(chan struct{})
+	go func() { g.conns.Wait(); close(drained) }()
+	var err error
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		g.mu.Lock()
+		left := len(g.sessions)
+		for s := range g.sessions {
+			s.close()
+		}
+		g.mu.Unlock()
+		g.cancelConn()
+		g.log.Warn("drain grace over; closed remaining connections", "connections", left)
+		<-drained
+		err = ctx.Err()
+	}
+	g.cancelConn()
+	g.closeListeners() // and the metrics server, last
+	g.loops.Wait()
+	return err
+}
+
+func (g *Gateway) isClosing() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.closing
+}
+
+// track registers a session; false when shutting down.
+func (g *Gateway) track(s *session) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closing {
+		return false
+	}
+	g.sessions[s] = struct{}{}
+	g.conns.Add(1)
+	return true
+}
+
+func (g *Gateway) untrack(s *session) {
+	g.mu.Lock()
+	delete(g.sessions, s)
+	g.mu.Unlock()
+	g.conns.Done()
+}
+
+// admit applies the accept-time rate limits; a refused conn is closed.
+func (g *Gateway) admit(c net.Conn) bool {
+	ok, scope := g.adm.allow(c.RemoteAddr(), time.Now())
+	if !ok {
+		g.m.rateLimited.WithLabelValues(scope).Inc()
+		c.Close()
+	}
+	return ok
+}
+
+func (g *Gateway) acceptLoop(ln net.Listener, tlsConf *tls.Config) {
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// EMFILE and friends: back off instead of spinning.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			g.log.Warn("accept failed", "err", err, "retry_in", delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		start := time.Now()
+		if !g.admit(c) {
+			continue
+		}
+		s := &session{client: c}
+		if !g.track(s) {
+			c.Close()
+			continue
+		}
+		go func() {
+			defer g.untrack(s)
+			defer c.Close()
+			if tlsConf == nil {
+				g.handle(s, c, start, "")
+				return
+			}
+			tc := tls.Server(c, tlsConf)
+			ctx, cancel := context.WithDeadline(g.connCtx, start.Add(g.cfg.ConnectTimeout))
+			err := tc.HandshakeContext(ctx)
+			cancel()
+			if err != nil {
+				g.m.refusals.WithLabelValues("", "tls_handshake").Inc()
+				return
+			}
+			g.handle(s, tc, start, tc.ConnectionState().ServerName)
+		}()
+	}
+}

@@ -1,0 +1,44 @@
+package gateway
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the gateway's Prometheus series. tenant_id is empty for
+// refusals before the tenant is known (rate limits, malformed CONNECTs,
+// bad tokens), so label cardinality grows only with authenticated tenants.
+type metrics struct {
+	connects    *prometheus.CounterVec   // tenant_id
+	refusals    *prometheus.CounterVec   // tenant_id, reason
+	latency     *prometheus.HistogramVec // tenant_id: accept to CONNECT forwarded
+	rateLimited *prometheus.CounterVec   // scope: ip, global
+	active      prometheus.Gauge
+	revoked     prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		connects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_gateway_connects_total", Help: "Connections authenticated, admitted and relayed to a node.",
+		}, []string{"tenant_id"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_gateway_refusals_total", Help: "CONNECTs refused, by reason.",
+		}, []string{"tenant_id", "reason"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "berth_gateway_connect_duration_seconds",
+			Help:    "From accept to the CONNECT forwarded to the node (TLS, read, auth, limit, route, dial).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"tenant_id"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_gateway_rate_limited_total", Help: "Connections closed at accept by a rate limit.",
+		}, []string{"scope"}),
+		active: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "berth_gateway_active_connections", Help: "Connections being served (handshaking or relayed).",
+		}),
+		revoked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "berth_gateway_revoked_disconnects_total", Help: "Live connections closed because their credential was revoked.",
+		}),
+	}
+	reg.MustRegister(m.connects, m.refusals, m.latency, m.rateLimited, m.active, m.revoked)
+	return m
+}

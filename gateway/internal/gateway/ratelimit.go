@@ -1,0 +1,114 @@
+package gateway
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// maxTrackedIPs bounds the per-IP limiter table; past it, idle entries are
+// swept, and if none are idle the new IP shares the global limit only.
+const maxTrackedIPs = 100_000
+
+// admission applies the global accept rate and the per-IP connect rate. It
+// runs right after accept, before any TLS or MQTT work.
+type admission struct {
+	global *rate.Limiter
+	perIP  rate.Limit
+	burst  int
+
+	mu  sync.Mutex
+	ips map[netip.Addr]*ipLimiter
+}
+
+type ipLimiter struct {
+	lim  *rate.Limiter
+	seen time.Time
+}
+
+func newAdmission(cfg *Config) *admission {
+	return &admission{
+		global: rate.NewLimiter(rate.Limit(cfg.AcceptRate), cfg.AcceptBurst),
+		perIP:  rate.Limit(cfg.PerIPRate),
+		burst:  cfg.PerIPBurst,
+		ips:    map[netip.Addr]*ipLimiter{},
+	}
+}
+
+// allow reports whether a new connection from addr may proceed, and if
+// not, which limit refused it ("global" or "ip").
+func (a *admission) allow(addr net.Addr, now time.Time) (bool, string) {
+	if !a.global.AllowN(now, 1) {
+		return false, "global"
+	}
+	ip := addrPort(addr).Addr()
+	if !ip.IsValid() {
+		return true, ""
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l, ok := a.ips[ip]
+	if !ok {
+		if len(a.ips) >= maxTrackedIPs {
+			a.sweepLocked(now)
+		}
+		l = &ipLimiter{lim: rate.NewLimiter(a.perIP, a.burst)}
+		if len(a.ips) < maxTrackedIPs {
+			a.ips[ip] = l
+		}
+	}
+	l.seen = now
+	if !l.lim.AllowN(now, 1) {
+		return false, "ip"
+	}
+	return true, ""
+}
+
+// sweepLocked drops limiters idle long enough to have refilled their burst.
+func (a *admission) sweepLocked(now time.Time) {
+	idle := time.Duration(float64(a.burst)/float64(a.perIP)*float64(time.Second)) + time.Second
+	for ip, l := range a.ips {
+		if now.Sub(l.seen) > idle {
+			delete(a.ips, ip)
+		}
+	}
+}
+
+// addrPort converts a net.Addr to netip.AddrPort (invalid when it is not
+// an IP address).
+func addrPort(a net.Addr) netip.AddrPort {
+	switch v := a.(type) {
+	case *net.TCPAddr:
+		ap := v.AddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	case nil:
+		return netip.AddrPort{}
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.AddrPort{}
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+// limitedListener applies admission to a listener handed to http.Server
+// (WebSocket), so refused connections never reach HTTP parsing.
+type limitedListener struct {
+	net.Listener
+	g *Gateway
+}
+
+func (l limitedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.g.admit(c) {
+			return c, nil
+		}
+	}
+}

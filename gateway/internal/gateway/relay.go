@@ -1,0 +1,71 @@
+package gateway
+
+import (
+	"io"
+	"net"
+)
+
+// relayBufSize is the buffer for relays the kernel cannot splice.
+const relayBufSize = 32 << 10
+
+// maxPooledBufs bounds the memory the pool keeps (1024 x 32 KiB = 32 MiB).
+const maxPooledBufs = 1024
+
+// bufPool is a bounded free list of relay buffers for TLS and WebSocket
+// connections. Unlike sync.Pool it never drops buffers at GC, so a steady
+// number of relays allocates nothing.
+type bufPool struct{ free chan *[]byte }
+
+func newBufPool() *bufPool { return &bufPool{free: make(chan *[]byte, maxPooledBufs)} }
+
+func (p *bufPool) get() *[]byte {
+	select {
+	case b := <-p.free:
+		return b
+	default:
+		b := make([]byte, relayBufSize)
+		return &b
+	}
+}
+
+func (p *bufPool) put(b *[]byte) {
+	select {
+	case p.free <- b:
+	default: // full: let the GC have it
+	}
+}
+
+// relay copies both ways between client and node until one direction ends,
+// then closes both (which ends the other direction) and returns the bytes
+// copied client->node and node->client.
+func relay(client, node net.Conn, bufs *bufPool) (up, down int64) {
+	done := make(chan int64, 1)
+	go func() {
+		n, _ := copyConn(client, node, bufs)
+		done <- n
+	}()
+	up, _ = copyConn(node, client, bufs)
+	client.Close()
+	node.Close()
+	down = <-done
+	return up, down
+}
+
+// copyConn copies src to dst. Between two *net.TCPConn it is
+// TCPConn.ReadFrom, which Go implements with splice(2) through a pipe: the
+// bytes never enter user space. Anything else (TLS, WebSocket) goes through
+// a pooled buffer; the wrappers hide ReadFrom/WriteTo so io.CopyBuffer
+// really uses it instead of allocating its own.
+func copyConn(dst, src net.Conn, bufs *bufPool) (int64, error) {
+	if d, ok := dst.(*net.TCPConn); ok {
+		if s, ok := src.(*net.TCPConn); ok {
+			return d.ReadFrom(s)
+		}
+	}
+	bp := bufs.get()
+	defer bufs.put(bp)
+	return io.CopyBuffer(writerOnly{dst}, readerOnly{src}, *bp)
+}
+
+type writerOnly struct{ io.Writer }
+type readerOnly struct{ io.Reader }

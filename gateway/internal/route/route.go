@@ -1,0 +1,191 @@
+// Package route tells the gateway where a tenant lives: the MQTT address of
+// its broker node (tenants.node_id -> nodes.mqtt_addr), its slug (for the
+// TLS SNI check) and its connection limit (quotas.max_connections).
+//
+// Answers are cached. LISTEN berth_placement (a tenant moved or was
+// deleted) and berth_quotas (its quotas changed) drop the tenant's entry;
+// a reconnect of the listener drops them all. Entries also expire after
+// TTL as a safety net. A lookup that raced an invalidation is not cached.
+package route
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"berth.dev/gateway/internal/pglisten"
+)
+
+// NOTIFY channels (docs/contracts.md).
+const (
+	ChannelPlacement = "berth_placement"
+	ChannelQuotas    = "berth_quotas"
+)
+
+// Lookup errors.
+var (
+	ErrNoTenant  = errors.New("route: no such tenant")
+	ErrNotPlaced = errors.New("route: tenant has no node")
+)
+
+// Route is where a tenant's connections go.
+type Route struct {
+	TenantID string
+	Slug     string
+	NodeID   string
+	NodeAddr string // host:port of the node's internal MQTT listener
+	// MaxConnections is quotas.max_connections, or -1 when the tenant has
+	// no quotas row (the gateway then applies its default).
+	MaxConnections int
+}
+
+const query = `SELECT t.slug, coalesce(t.node_id, ''), coalesce(n.mqtt_addr, ''), coalesce(q.max_connections, -1)
+FROM tenants t
+LEFT JOIN nodes n ON n.id = t.node_id
+LEFT JOIN quotas q ON q.tenant_id = t.id
+WHERE t.id = $1`
+
+// Options configures a Table.
+type Options struct {
+	TTL         time.Duration // positive entries; 1 min
+	NegativeTTL time.Duration // ErrNoTenant / ErrNotPlaced entries; 5 s
+	Logger      *slog.Logger
+	RetryMin    time.Duration // listener reconnect delay; see pglisten
+	Now         func() time.Time
+}
+
+// Table is the cached tenant -> route map. New, Start, Shutdown.
+type Table struct {
+	pool   *pgxpool.Pool
+	opt    Options
+	listen *pglisten.Listener
+
+	mu       sync.Mutex
+	cache    map[string]entry
+	gen      uint64              // bumped by every invalidation
+	inflight map[string]*pending // one query per tenant at a time
+}
+
+// pending is a query other lookups of the same tenant wait for, so a
+// reconnect storm after an invalidation costs one query, not thousands.
+type pending struct {
+	done chan struct{}
+	r    Route
+	err  error
+}
+
+type entry struct {
+	r       Route
+	err     error
+	expires time.Time
+}
+
+// New returns a Table reading from pool.
+func New(pool *pgxpool.Pool, opt Options) *Table {
+	if opt.TTL <= 0 {
+		opt.TTL = time.Minute
+	}
+	if opt.NegativeTTL <= 0 {
+		opt.NegativeTTL = 5 * time.Second
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	t := &Table{pool: pool, opt: opt, cache: map[string]entry{}, inflight: map[string]*pending{}}
+	t.listen = pglisten.New(pool, pglisten.Options{
+		Channels: []string{ChannelPlacement, ChannelQuotas},
+		Reset:    func(context.Context, *pgx.Conn) error { t.invalidateAll(); return nil },
+		Notify:   t.notify,
+		Logger:   opt.Logger,
+		RetryMin: opt.RetryMin,
+	})
+	return t
+}
+
+// Start begins listening for invalidations.
+func (t *Table) Start(ctx context.Context) error {
+	if err := t.listen.Start(ctx); err != nil {
+		return fmt.Errorf("route: start: %w", err)
+	}
+	return nil
+}
+
+// Shutdown stops listening.
+func (t *Table) Shutdown(ctx context.Context) error { return t.listen.Shutdown(ctx) }
+
+func (t *Table) notify(n *pgconn.Notification) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.cache, n.Payload)
+	t.gen++
+}
+
+func (t *Table) invalidateAll() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	clear(t.cache)
+	t.gen++
+}
+
+// Lookup returns the route of tenantID: ErrNoTenant when it does not exist,
+// ErrNotPlaced when it has no node; other errors are database failures.
+func (t *Table) Lookup(ctx context.Context, tenantID string) (Route, error) {
+	now := t.opt.Now()
+	t.mu.Lock()
+	if e, ok := t.cache[tenantID]; ok && now.Before(e.expires) {
+		t.mu.Unlock()
+		return e.r, e.err
+	}
+	if p, ok := t.inflight[tenantID]; ok {
+		t.mu.Unlock()
+		select {
+		case <-p.done:
+			return p.r, p.err
+		case <-ctx.Done():
+			return Route{}, ctx.Err()
+		}
+	}
+	p := &pending{done: make(chan struct{})}
+	t.inflight[tenantID] = p
+	gen := t.gen
+	t.mu.Unlock()
+
+	p.r, p.err = t.query(ctx, tenantID, now, gen)
+	t.mu.Lock()
+	delete(t.inflight, tenantID)
+	t.mu.Unlock()
+	close(p.done)
+	return p.r, p.err
+}
+
+// query reads the route and caches the answer unless an invalidation
+// happened since gen was read.
+func (t *Table) query(ctx context.Context, tenantID string, now time.Time, gen uint64) (Route, error) {
+	r := Route{TenantID: tenantID}
+	err := t.pool.QueryRow(ctx, query, tenantID).Scan(&r.Slug, &r.NodeID, &r.NodeAddr, &r.MaxConnections)
+	ttl := t.opt.TTL
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		err, ttl = ErrNoTenant, t.opt.NegativeTTL
+	case err != nil:
+		return Route{}, fmt.Errorf("route: lookup %s: %w", tenantID, err) // not cached
+	case r.NodeAddr == "":
+		err, ttl = ErrNotPlaced, t.opt.NegativeTTL
+	}
+	t.mu.Lock()
+	if t.gen == gen { // no invalidation raced the query
+		t.cache[tenantID] = entry{r: r, err: err, expires: now.Add(ttl)}
+	}
+	t.mu.Unlock()
+	return r, err
+}
