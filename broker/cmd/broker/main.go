@@ -1,0 +1,127 @@
+// Command broker runs a standalone single-tenant MQTT broker: one tenant
+// shard behind a TCP listener and, optionally, a WebSocket listener.
+//
+//	broker -listen 127.0.0.1:1883 -allow-anonymous -ws-listen 127.0.0.1:8083
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"berth.dev/broker/internal/listener"
+	"berth.dev/broker/internal/shard"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, nil); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "broker:", err)
+		os.Exit(1)
+	}
+}
+
+// run serves until ctx ends (SIGTERM), then shuts down gracefully. ready,
+// if set, is called with the bound listener addresses.
+func run(ctx context.Context, args []string, getenv func(string) string, ready func(tcp, ws net.Addr)) error {
+	cfg, err := parseConfig(args, getenv, os.Stderr)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg)
+	if err := cfg.ensureDataDir(); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+
+	sh := shard.New(shard.Options{
+		Logger:            log,
+		MaxPacketSize:     cfg.MaxPacketSize,
+		MaxQueuedMessages: cfg.MaxQueued,
+		MaxInflight:       cfg.MaxInflight,
+		MaxKeepAlive:      uint16(cfg.MaxKeepAlive),
+		SysInterval:       cfg.SysInterval,
+	})
+	if err := sh.Start(ctx); err != nil {
+		return err
+	}
+	info := shard.ConnInfo{AllowAnonymous: cfg.AllowAnonymous, Authenticate: checkPassword(cfg.Username, cfg.Password)}
+	if !cfg.AllowAnonymous && cfg.Username == "" {
+		log.Warn("no -allow-anonymous and no -username: every client will be refused")
+	}
+	srv := listener.New(log, func(c net.Conn, remote string) {
+		ci := info
+		ci.RemoteAddr = remote
+		sh.ServeConn(c, ci)
+	})
+	var tcpAddr, wsAddr net.Addr
+	if cfg.Listen != "" {
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return err
+		}
+		tcpAddr = ln.Addr()
+		log.Info("listening", "addr", ln.Addr().String(), "proto", "mqtt")
+		if err := srv.ServeTCP(ln); err != nil {
+			return err
+		}
+	}
+	if cfg.WSListen != "" {
+		ln, err := net.Listen("tcp", cfg.WSListen)
+		if err != nil {
+			_ = srv.Close()
+			return err
+		}
+		wsAddr = ln.Addr()
+		log.Info("listening", "addr", ln.Addr().String(), "proto", "mqtt+ws", "path", "/mqtt")
+		if err := srv.ServeWebSocket(ln); err != nil {
+			return err
+		}
+	}
+
+	if ready != nil {
+		ready(tcpAddr, wsAddr)
+	}
+	<-ctx.Done()
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	defer cancel()
+	// Stop accepting, then disconnect and flush clients, then wait.
+	errClose := srv.Close()
+	errShut := sh.Shutdown(sctx)
+	errWait := srv.Wait(sctx)
+	return errors.Join(errClose, errShut, errWait)
+}
+
+// checkPassword accepts exactly the configured credentials (none when
+// username is empty), comparing in constant time.
+func checkPassword(username, password string) func(u, p []byte) bool {
+	return func(u, p []byte) bool {
+		if username == "" {
+			return false
+		}
+		okU := subtle.ConstantTimeCompare(u, []byte(username)) == 1
+		okP := subtle.ConstantTimeCompare(p, []byte(password)) == 1
+		return okU && okP
+	}
+}
+
+func newLogger(cfg Config) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

@@ -1,0 +1,190 @@
+// Package listener accepts client connections for a broker: plain TCP and
+// MQTT over WebSocket (RFC 6455, path /mqtt, subprotocol "mqtt",
+// MQTT 5.0 section 6), and hands each one, as a net.Conn, to a handler
+// that runs it to completion.
+//
+// Every connection goroutine is owned by the Server: Close stops the
+// accept loops and Wait waits for the handlers, which the broker ends by
+// shutting down its shard.
+package listener
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// Handler runs one connection to completion and closes it. remoteAddr is
+// the client's address as the listener saw it.
+type Handler func(conn net.Conn, remoteAddr string)
+
+// Server owns listeners and the goroutines serving their connections.
+type Server struct {
+	log     *slog.Logger
+	handler Handler
+
+	mu      sync.Mutex
+	closed  bool
+	lns     []net.Listener
+	servers []*http.Server
+	accept  sync.WaitGroup // accept loops
+	conns   sync.WaitGroup // handlers
+}
+
+// New returns a Server that hands connections to h.
+func New(log *slog.Logger, h Handler) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{log: log, handler: h}
+}
+
+// ErrClosed is returned when serving on a closed Server.
+var ErrClosed = errors.New("listener: server closed")
+
+// ServeTCP accepts connections on ln in a new goroutine until Close.
+func (s *Server) ServeTCP(ln net.Listener) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.lns = append(s.lns, ln)
+	s.accept.Add(1)
+	go s.acceptLoop(ln)
+	return nil
+}
+
+func (s *Server) acceptLoop(ln net.Listener) {
+	defer s.accept.Done()
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Temporary failures (EMFILE and friends): back off, go on.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed", "err", err, "backoff", backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true)
+		}
+		if !s.track() {
+			_ = c.Close()
+			return
+		}
+		go func() {
+			defer s.conns.Done()
+			s.handler(c, c.RemoteAddr().String())
+		}()
+	}
+}
+
+// track registers one handler goroutine unless the server is closed.
+func (s *Server) track() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns.Add(1)
+	return true
+}
+
+// ServeWebSocket serves MQTT over WebSocket on ln (HTTP, path /mqtt) in a
+// new goroutine until Close.
+func (s *Server) ServeWebSocket(ln net.Listener) error {
+	mux := http.NewServeMux()
+	mux.Handle("/mqtt", s.WebSocketHandler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.servers = append(s.servers, hs)
+	s.accept.Add(1)
+	go func() {
+		defer s.accept.Done()
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("websocket listener", "err", err)
+		}
+	}()
+	return nil
+}
+
+// WebSocketHandler upgrades a request to a WebSocket speaking the "mqtt"
+// subprotocol [MQTT-6.0.0-3] and runs the handler on it; MQTT packets
+// travel in binary frames [MQTT-6.0.0-1].
+func (s *Server) WebSocketHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.track() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		defer s.conns.Done()
+		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{"mqtt"}})
+		if err != nil {
+			s.log.Debug("websocket upgrade failed", "err", err)
+			return
+		}
+		if ws.Subprotocol() != "mqtt" {
+			_ = ws.Close(websocket.StatusPolicyViolation, "subprotocol mqtt required")
+			return
+		}
+		ws.SetReadLimit(-1) // the broker bounds packet sizes itself
+		nc := websocket.NetConn(context.Background(), ws, websocket.MessageBinary)
+		s.handler(nc, r.RemoteAddr)
+	})
+}
+
+// Close stops accepting: it closes every listener and waits for the
+// accept loops. Connections already handed to the handler keep running;
+// see Wait.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	lns, servers := s.lns, s.servers
+	s.mu.Unlock()
+	var errs []error
+	for _, ln := range lns {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	for _, hs := range servers {
+		// Hijacked WebSocket connections are not closed here; their
+		// handlers end when the broker closes them.
+		if err := hs.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.accept.Wait()
+	return errors.Join(errs...)
+}
+
+// Wait waits for every handler to return, or for ctx.
+func (s *Server) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		s.conns.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

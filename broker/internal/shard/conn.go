@@ -1,0 +1,305 @@
+package shard
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"berth.dev/broker/internal/topic"
+	"berth.dev/broker/packet"
+)
+
+// closeFlushTimeout bounds the final flush (DISCONNECT) of a connection
+// being closed by the server.
+const closeFlushTimeout = 2 * time.Second
+
+// reasonNone marks a close that sends no DISCONNECT.
+const reasonNone packet.ReasonCode = 0xFF
+
+// conn is one client network connection. The goroutine running ServeConn
+// reads and handles packets; one writer goroutine writes everything.
+type conn struct {
+	shard *Shard
+	nc    net.Conn
+	info  ConnInfo
+	log   *slog.Logger
+	rd    *packet.Reader
+
+	version   byte
+	clientID  string
+	sess      *session
+	keepAlive time.Duration // read deadline per packet; 0 none
+
+	// Limits the client announced.
+	window      int // outbound inflight window
+	maxOut      int // client's Maximum Packet Size; 0 none
+	outAliasMax uint16
+	outAliases  map[string]uint16
+	inAliases   [][]byte // inbound topic aliases, index = alias
+
+	will      *message
+	willDelay uint32
+	expiry0   bool // CONNECT asked for Session Expiry 0 [MQTT-3.14.2-2]
+
+	// Guarded by sess.mu.
+	ctrl       []byte      // encoded non-PUBLISH packets waiting for the writer
+	ctrlFull   atomic.Bool // ctrl outgrew its bound: the client does not read
+	closing    bool
+	kickReason packet.ReasonCode
+
+	wake       chan struct{}
+	quit       chan struct{}
+	quitOnce   sync.Once
+	writerDone chan struct{}
+	done       chan struct{} // closed when the connection is fully torn down
+	killTimer  *time.Timer   // closes the socket if the final flush hangs
+
+	// Writer-owned.
+	w writeState
+
+	// Reader-owned scratch packets, reused for every packet.
+	connect packet.Connect
+	pub     packet.Publish
+	ack     packet.Ack
+	ackOut  packet.Ack
+	sub     packet.Subscribe
+	unsub   packet.Unsubscribe
+	disc    packet.Disconnect
+	matches topic.Matches
+}
+
+// ServeConn runs one client connection to completion: CONNECT, the
+// session, then packets until the client disconnects, breaks the protocol,
+// is taken over or the shard shuts down. It closes nc before returning.
+//
+// Batches go out with one writev on a *net.TCPConn or *net.UnixConn. A
+// wrapper (PROXY protocol) keeps that by exposing the connection its
+// writes go to unchanged with a NetConn() net.Conn method; any other
+// net.Conn gets one Write per batch.
+func (s *Shard) ServeConn(nc net.Conn, info ConnInfo) {
+	c := &conn{
+		shard: s,
+		nc:    nc,
+		info:  info,
+		log: s.opts.Logger.With("tenant_id", info.TenantID, "conn_id", s.connSeq.Add(1),
+			"remote_addr", info.RemoteAddr),
+		kickReason: reasonNone,
+		wake:       make(chan struct{}, 1),
+		quit:       make(chan struct{}),
+		writerDone: make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		_ = nc.Close()
+		return
+	}
+	s.conwg.Add(1)
+	s.conns[c] = false
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.conwg.Done()
+	}()
+	defer nc.Close()
+	c.matches.Ready = s.readyLocked
+	c.rd = packet.NewReader(nc, 4096)
+	c.run()
+}
+
+// run is the connection's reading goroutine.
+func (c *conn) run() {
+	s := c.shard
+	present, ok := c.handshake()
+	if !ok {
+		close(c.done)
+		return
+	}
+	s.stats.connected.Add(1)
+	s.stats.connections.Add(1)
+	c.log.Debug("client connected", "version", c.version, "session_present", present)
+	go c.writeLoop()
+
+	var deadline *time.Timer
+	if !c.info.Deadline.IsZero() {
+		deadline = time.AfterFunc(time.Until(c.info.Deadline), func() { c.kick(packet.ErrMaximumConnectTime) })
+	}
+	sendWill := c.readLoop()
+	if deadline != nil {
+		deadline.Stop()
+	}
+	c.kick(reasonNone)
+	<-c.writerDone
+	c.stopKillTimer()
+	_ = c.nc.Close()
+	if c.kickReasonValue() == packet.ErrServerShuttingDown {
+		sendWill = false // a server shutdown is not the client's failure
+	}
+	s.detach(c, sendWill)
+	s.stats.connected.Add(-1)
+	c.log.Debug("client disconnected")
+	close(c.done)
+}
+
+func (c *conn) kickReasonValue() packet.ReasonCode {
+	c.sess.mu.Lock()
+	defer c.sess.mu.Unlock()
+	return c.kickReason
+}
+
+// readLoop reads and handles packets until the connection ends. It
+// reports whether the will message must be published: every end but a
+// DISCONNECT with reason 0x00 [MQTT-3.14.4-3] [MQTT-3.1.2-8].
+func (c *conn) readLoop() (sendWill bool) {
+	s := c.shard
+	for {
+		if c.keepAlive > 0 {
+			// [MQTT-3.1.2-22] (3.1.1: [MQTT-3.1.2-24]) one and a half
+			// times the Keep Alive.
+			_ = c.nc.SetReadDeadline(time.Now().Add(c.keepAlive))
+		}
+		fh, body, err := c.rd.ReadPacket(s.opts.MaxPacketSize)
+		if err != nil {
+			c.fail(readErrorReason(err), err)
+			return true
+		}
+		s.stats.bytesIn.Add(uint64(len(body) + 2))
+		err = c.handle(fh, body)
+		switch {
+		case err == nil:
+			if c.ctrlFull.Load() {
+				// Acknowledgements pile up unread: stop reading more.
+				c.fail(packet.ErrQuotaExceeded, nil)
+				return true
+			}
+			continue
+		case errors.Is(err, errDisconnect):
+			return false
+		case errors.Is(err, errDisconnectWithWill):
+			return true
+		default:
+			c.fail(reasonOf(err), err)
+			return true
+		}
+	}
+}
+
+// readErrorReason maps a read failure to the DISCONNECT reason.
+func readErrorReason(err error) packet.ReasonCode {
+	var ne net.Error
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, io.ErrUnexpectedEOF):
+		return reasonNone
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return packet.ErrKeepAliveTimeout // [MQTT-3.1.2-22]
+	case errors.Is(err, packet.ErrPacketTooLarge):
+		return packet.ErrPacketTooLarge // MQTT 5.0 section 3.1.2.11.4
+	}
+	var code packet.ReasonCode
+	if errors.As(err, &code) && code.IsFailure() {
+		return code
+	}
+	return reasonNone
+}
+
+// reasonOf extracts the reason code an error carries, or 0x80.
+func reasonOf(err error) packet.ReasonCode {
+	var code packet.ReasonCode
+	if errors.As(err, &code) && code.IsFailure() {
+		return code
+	}
+	return packet.ErrUnspecified
+}
+
+// fail ends the connection because of err: MQTT 5 clients get a
+// DISCONNECT with the reason [MQTT-4.13.1-1]; 3.1.1 clients are just
+// closed [MQTT-4.8.0-1].
+func (c *conn) fail(reason packet.ReasonCode, err error) {
+	if reason != reasonNone {
+		c.log.Debug("closing connection", "reason", reason, "err", err)
+	}
+	c.kick(reason)
+}
+
+// kick starts closing the connection from any goroutine: it queues a
+// DISCONNECT with reason for an MQTT 5 client (none for reasonNone or a
+// 3.1.1 client), stops further PUBLISH output and lets the writer flush
+// and close the socket. The first reason wins.
+func (c *conn) kick(reason packet.ReasonCode) {
+	sess := c.sess // set by attach before anyone can reach c
+	sess.mu.Lock()
+	if c.closing {
+		sess.mu.Unlock()
+		return
+	}
+	c.closing = true
+	c.kickReason = reason
+	if c.version == packet.Version5 && reason != reasonNone {
+		d := packet.Disconnect{Reason: reason}
+		c.ctrl, _ = d.Append(c.ctrl, packet.Version5)
+	}
+	c.killTimer = time.AfterFunc(closeFlushTimeout, func() { _ = c.nc.Close() })
+	sess.mu.Unlock()
+	c.quitOnce.Do(func() { close(c.quit) })
+}
+
+func (c *conn) stopKillTimer() {
+	c.sess.mu.Lock()
+	if c.killTimer != nil {
+		c.killTimer.Stop()
+	}
+	c.sess.mu.Unlock()
+}
+
+// wakeWriter tells the writer there is something to send.
+func (c *conn) wakeWriter() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// sendLocked queues an encoded control packet; sess.mu is held.
+func (c *conn) sendLocked(p interface {
+	Append([]byte, byte) ([]byte, error)
+}) {
+	if c.closing {
+		return
+	}
+	var err error
+	if c.ctrl, err = p.Append(c.ctrl, c.version); err != nil {
+		c.log.Error("encoding packet", "err", err)
+	}
+	if len(c.ctrl) > c.shard.maxCtrlBytes() {
+		c.ctrlFull.Store(true)
+	}
+}
+
+// maxCtrlBytes bounds the control packets (acks, PINGRESP) waiting for a
+// client that does not read: a quarter of the queue bound, at least 64 KiB.
+func (s *Shard) maxCtrlBytes() int { return max(64<<10, s.opts.MaxQueuedBytes/4) }
+
+// send queues a control packet and wakes the writer.
+func (c *conn) send(p interface {
+	Append([]byte, byte) ([]byte, error)
+}) {
+	c.sess.mu.Lock()
+	c.sendLocked(p)
+	c.sess.mu.Unlock()
+	c.wakeWriter()
+}
+
+// readyLocked reports whether a share-group member can take a message
+// now. Called by topic.Match under the shard's read lock.
+func (s *Shard) readyLocked(id topic.SubscriberID) bool {
+	sess := s.byID[id]
+	return sess != nil && sess.online.Load()
+}

@@ -1,0 +1,254 @@
+package shard
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"slices"
+	"time"
+
+	"berth.dev/broker/packet"
+)
+
+// handshake reads and answers CONNECT. On success the connection has a
+// session, the CONNACK (and any redelivery) is queued for the writer, and
+// ok is true. On failure the refusal has been written and nc closed.
+func (c *conn) handshake() (present, ok bool) {
+	s := c.shard
+	_ = c.nc.SetReadDeadline(time.Now().Add(s.opts.ConnectTimeout))
+	fh, body, err := c.rd.ReadPacket(s.opts.MaxPacketSize)
+	if err != nil {
+		return false, false // nothing, garbage or silence before CONNECT: just close
+	}
+	if fh.Type != packet.TypeConnect {
+		return false, false // [MQTT-3.1.0-1] the first packet must be CONNECT
+	}
+	s.stats.bytesIn.Add(uint64(len(body) + 2))
+	cp := &c.connect
+	if err := cp.Decode(0, fh, body); err != nil {
+		c.refuseDecode(err)
+		return false, false
+	}
+	c.version = cp.Version
+	if c.version == packet.Version31 {
+		c.version = packet.Version311 // 3.1 and 3.1.1 are answered alike
+	}
+	v5 := c.version == packet.Version5
+
+	// Authentication.
+	switch {
+	case v5 && cp.Props.Has.Has(packet.PropAuthMethod):
+		c.refuse(packet.ErrBadAuthMethod) // no enhanced authentication (MQTT 5.0 section 4.12)
+		return false, false
+	case !cp.UsernameFlag && !c.info.AllowAnonymous:
+		c.refuse(packet.ErrNotAuthorized)
+		return false, false
+	case cp.UsernameFlag && c.info.Authenticate != nil && !c.info.Authenticate(cp.Username, cp.Password):
+		c.refuse(packet.ErrBadUsernameOrPassword)
+		return false, false
+	case !c.info.Deadline.IsZero() && !time.Now().Before(c.info.Deadline):
+		c.refuse(packet.ErrNotAuthorized)
+		return false, false
+	}
+
+	// Client identifier [MQTT-3.1.3-6] [MQTT-3.1.3-7].
+	assigned := false
+	if len(cp.ClientID) == 0 {
+		c.clientID = assignClientID()
+		assigned = true
+	} else {
+		c.clientID = string(cp.ClientID)
+	}
+	c.log = c.log.With("client_id", c.clientID)
+
+	// Keep alive [MQTT-3.1.2-22]; the server may cap it in MQTT 5
+	// (Server Keep Alive, [MQTT-3.2.2-21]).
+	ka := cp.KeepAlive
+	serverKA := false
+	if v5 && s.opts.MaxKeepAlive > 0 && (ka == 0 || ka > s.opts.MaxKeepAlive) {
+		ka = s.opts.MaxKeepAlive
+		serverKA = true
+	}
+	c.keepAlive = time.Duration(ka) * time.Second * 3 / 2
+
+	// Session expiry: 3.1.1 clean session 0 never expires; MQTT 5 takes
+	// the property (absent = 0) [MQTT-3.1.2-23].
+	var expiry uint32
+	if v5 {
+		expiry = cp.Props.SessionExpiry
+	} else if !cp.CleanStart {
+		expiry = neverExpires
+	}
+	capped := false
+	if s.opts.MaxSessionExpiry > 0 && expiry > s.opts.MaxSessionExpiry {
+		expiry = s.opts.MaxSessionExpiry
+		capped = v5
+	}
+	c.expiry0 = expiry == 0
+
+	// The client's limits on what we send it.
+	c.window = min(65535, s.opts.MaxInflight)
+	if v5 {
+		if cp.Props.Has.Has(packet.PropReceiveMaximum) {
+			c.window = min(int(cp.Props.ReceiveMaximum), s.opts.MaxInflight) // [MQTT-3.3.4-9]
+		}
+		c.maxOut = int(cp.Props.MaximumPacketSize) // [MQTT-3.1.2-24] [MQTT-3.1.2-25]
+		c.outAliasMax = cp.Props.TopicAliasMaximum // [MQTT-3.3.2-9]
+	}
+	if s.opts.TopicAliasMaximum > 0 && v5 {
+		c.inAliases = make([][]byte, s.opts.TopicAliasMaximum+1)
+	}
+
+	// Will message [MQTT-3.1.2-7].
+	if cp.WillFlag {
+		if c.info.Authorizer != nil && !c.info.Authorizer.CanPublish(cp.WillTopic) {
+			c.refuse(packet.ErrNotAuthorized)
+			return false, false
+		}
+		wp := packet.Publish{QoS: cp.WillQoS, Retain: cp.WillRetain, Topic: cp.WillTopic, Payload: cp.WillPayload, Props: cp.WillProps}
+		c.will = newMessage(&wp, cp.WillTopic, time.Now(), noPublisher)
+		c.willDelay = cp.WillProps.WillDelay
+	}
+
+	sess, present, err := s.attach(c, cp.CleanStart, expiry)
+	if err != nil {
+		c.refuse(reasonOf(err))
+		return false, false
+	}
+
+	ack := packet.Connack{SessionPresent: present} // [MQTT-3.2.2-2] [MQTT-3.2.2-3]
+	if v5 {
+		p := &ack.Props
+		p.Has.Set(packet.PropReceiveMaximum)
+		p.ReceiveMaximum = s.opts.ReceiveMaximum
+		p.Has.Set(packet.PropMaximumPacketSize)
+		p.MaximumPacketSize = uint32(s.opts.MaxPacketSize)
+		p.Has.Set(packet.PropTopicAliasMaximum)
+		p.TopicAliasMaximum = uint16(s.opts.TopicAliasMaximum)
+		p.Has.Set(packet.PropRetainAvailable)
+		p.RetainAvailable = 1
+		p.Has.Set(packet.PropWildcardSubAvailable)
+		p.WildcardSubAvailable = 1
+		p.Has.Set(packet.PropSubIDAvailable)
+		p.SubIDAvailable = 1
+		p.Has.Set(packet.PropSharedSubAvailable)
+		p.SharedSubAvailable = 1
+		// Maximum QoS is 2, which is said by leaving the property out
+		// (MQTT 5.0 section 3.2.2.3.4).
+		if assigned {
+			p.AssignedClientID = []byte(c.clientID) // [MQTT-3.2.2-16]
+		}
+		if serverKA {
+			p.Has.Set(packet.PropServerKeepAlive)
+			p.ServerKeepAlive = ka
+		}
+		if capped {
+			p.Has.Set(packet.PropSessionExpiry)
+			p.SessionExpiry = expiry
+		}
+	}
+	sess.mu.Lock()
+	c.sendLocked(&ack)
+	if present {
+		c.redeliverLocked()
+	}
+	sess.mu.Unlock()
+	_ = c.nc.SetReadDeadline(time.Time{})
+	return present, true
+}
+
+// refuseDecode answers a CONNECT that failed to decode.
+func (c *conn) refuseDecode(err error) {
+	cp := &c.connect
+	code := reasonOf(err)
+	switch {
+	case errors.Is(err, packet.ErrUnsupportedProtocolVersion):
+		// [MQTT-3.1.2-2] answer in the 3.1.1 format with return code 1,
+		// whatever level the client asked for.
+		c.version = packet.Version311
+		c.refuse(packet.ErrUnsupportedProtocolVersion)
+	case cp.Version == packet.Version5 && bytes.Equal(cp.ProtocolName, []byte("MQTT")):
+		c.version = packet.Version5
+		c.refuse(code) // MQTT 5.0 section 3.1.4: CONNACK with a reason code, then close
+	case errors.Is(err, packet.ErrClientIDNotValid):
+		c.version = packet.Version311
+		c.refuse(code) // [MQTT-3.1.3-9] return code 2
+	default:
+		// 3.1.1: a malformed CONNECT closes the connection without a
+		// CONNACK [MQTT-3.1.4-1].
+	}
+}
+
+// refuse writes a CONNACK with a failure code and no session present
+// [MQTT-3.2.2-4] [MQTT-3.2.2-6]; the caller closes.
+func (c *conn) refuse(code packet.ReasonCode) {
+	if c.version == 0 {
+		c.version = packet.Version311
+	}
+	ack := packet.Connack{Reason: code}
+	b, err := ack.Append(nil, c.version)
+	if err != nil {
+		ack.Reason = packet.ErrUnspecified
+		b, _ = ack.Append(nil, c.version)
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
+	_, _ = c.nc.Write(b)
+	c.log.Debug("connection refused", "reason", code)
+}
+
+// redeliverLocked queues again, in their original order, every inflight
+// message of a resumed session: PUBLISH with DUP set, or PUBREL for those
+// already acknowledged with PUBREC [MQTT-4.4.0-1].
+func (c *conn) redeliverLocked() {
+	sess := c.sess
+	if len(sess.inflight) == 0 {
+		return
+	}
+	list := make([]delivery, 0, len(sess.inflight))
+	for _, d := range sess.inflight {
+		list = append(list, d)
+	}
+	slices.SortFunc(list, func(a, b delivery) int { return cmp.Compare(a.seq, b.seq) })
+	now := time.Now().UnixNano()
+	inWindow := 0
+	var requeue []delivery
+	for i := range list {
+		d := &list[i]
+		if d.state == stateReleased {
+			rel := packet.Ack{Type: packet.TypePubrel, PacketID: d.id}
+			c.sendLocked(&rel)
+			inWindow++
+			continue
+		}
+		if inWindow >= c.window {
+			// The client's new Receive Maximum is smaller: the rest wait
+			// in the queue, ahead of newer messages [MQTT-3.3.4-9].
+			delete(sess.inflight, d.id)
+			d.id, d.state = 0, stateQueued
+			requeue = append(requeue, *d)
+			continue
+		}
+		start := len(c.ctrl)
+		hdr, ok := c.encodePublishLocked(c.ctrl, d, true, now)
+		if !ok {
+			c.ctrl = c.ctrl[:start]
+			delete(sess.inflight, d.id)
+			sess.dropLocked(DropTooLarge) // [MQTT-3.1.2-25]
+			continue
+		}
+		c.ctrl = append(hdr, d.msg.payload...)
+		c.shard.stats.msgsOut.Add(1)
+		inWindow++
+	}
+	if len(requeue) > 0 {
+		for _, d := range requeue {
+			sess.queuedBytes += d.msg.size
+		}
+		for sess.queue.len() > 0 {
+			requeue = append(requeue, sess.queue.pop())
+		}
+		for _, d := range requeue {
+			sess.queue.push(d)
+		}
+	}
+}

@@ -1,0 +1,349 @@
+package shard
+
+import (
+	"errors"
+	"strings"
+	"time"
+
+	"berth.dev/broker/internal/topic"
+	"berth.dev/broker/packet"
+)
+
+// Sentinels returned by handle to end the read loop normally.
+var (
+	errDisconnect         = errors.New("shard: client disconnected")
+	errDisconnectWithWill = errors.New("shard: client disconnected with will")
+)
+
+// handle dispatches one packet read after CONNECT.
+func (c *conn) handle(fh packet.FixedHeader, body []byte) error {
+	v := c.version
+	switch fh.Type {
+	case packet.TypePublish:
+		if err := c.pub.Decode(v, fh, body); err != nil {
+			return err
+		}
+		return c.handlePublish(&c.pub)
+	case packet.TypePuback, packet.TypePubrec, packet.TypePubrel, packet.TypePubcomp:
+		if err := c.ack.Decode(v, fh, body); err != nil {
+			return err
+		}
+		return c.handleAck(&c.ack)
+	case packet.TypeSubscribe:
+		if err := c.sub.Decode(v, fh, body); err != nil {
+			return err
+		}
+		return c.handleSubscribe(&c.sub)
+	case packet.TypeUnsubscribe:
+		if err := c.unsub.Decode(v, fh, body); err != nil {
+			return err
+		}
+		return c.handleUnsubscribe(&c.unsub)
+	case packet.TypePingreq:
+		var p packet.Ping
+		if err := p.Decode(v, fh, body); err != nil {
+			return err
+		}
+		c.send(&pingresp) // [MQTT-3.12.4-1]
+		return nil
+	case packet.TypeDisconnect:
+		if err := c.disc.Decode(v, fh, body); err != nil {
+			return err
+		}
+		return c.handleDisconnect(&c.disc)
+	case packet.TypeConnect:
+		return packet.ErrProtocol // [MQTT-3.1.0-2] a second CONNECT
+	default:
+		// CONNACK, SUBACK, UNSUBACK, PINGRESP are server-to-client only;
+		// AUTH is a protocol error without enhanced authentication.
+		if err := fh.Check(); err != nil {
+			return err
+		}
+		return packet.ErrProtocol
+	}
+}
+
+var pingresp = packet.Ping{Type: packet.TypePingresp}
+
+// handlePublish processes an inbound PUBLISH. A QoS 1/2 message is
+// acknowledged only after it has been handed to every matching session's
+// queue, having accepted ownership [MQTT-4.3.2-4] [MQTT-4.3.3-8]: a
+// PUBACK never precedes a silent drop.
+func (c *conn) handlePublish(p *packet.Publish) error {
+	s := c.shard
+	s.stats.msgsIn.Add(1)
+	name := p.Topic
+	if c.version == packet.Version5 && p.Props.Has.Has(packet.PropTopicAlias) {
+		a := int(p.Props.TopicAlias)
+		if a >= len(c.inAliases) {
+			return packet.ErrTopicAliasInvalid // [MQTT-3.3.2-9] [MQTT-3.3.2-10]
+		}
+		if len(name) == 0 {
+			if name = c.inAliases[a]; name == nil {
+				return packet.ErrProtocol // unknown alias (MQTT 5.0 section 3.3.2.3.4)
+			}
+		} else {
+			c.inAliases[a] = append(c.inAliases[a][:0], name...)
+		}
+	}
+	sess := c.sess
+	if p.QoS == 2 {
+		sess.mu.Lock()
+		_, dup := sess.awaitingRel[p.PacketID]
+		n := len(sess.awaitingRel)
+		sess.mu.Unlock()
+		if dup {
+			// [MQTT-4.3.3-10] already received: acknowledge again, do not
+			// deliver a second time.
+			c.sendAck(packet.TypePubrec, p.PacketID, packet.CodeSuccess)
+			return nil
+		}
+		if n >= int(s.opts.ReceiveMaximum) {
+			return packet.ErrReceiveMaximumExceeded // [MQTT-3.3.4-8]
+		}
+	}
+	// [MQTT-4.7.2-1] clients do not publish into the broker's $SYS tree.
+	allowed := !strings.HasPrefix(string(name), "$SYS/") && string(name) != "$SYS"
+	if allowed && c.info.Authorizer != nil {
+		allowed = c.info.Authorizer.CanPublish(name)
+	}
+	if !allowed {
+		sess.mu.Lock()
+		sess.dropLocked(DropNotAuthorized)
+		sess.mu.Unlock()
+		code := packet.ErrNotAuthorized
+		if c.version != packet.Version5 {
+			// [MQTT-3.3.5-2] 3.1.1 cannot say no: acknowledge and drop.
+			code = packet.CodeSuccess
+		}
+		switch p.QoS {
+		case 1:
+			c.sendAck(packet.TypePuback, p.PacketID, code)
+		case 2:
+			if code == packet.CodeSuccess {
+				sess.mu.Lock()
+				sess.awaitingRel[p.PacketID] = struct{}{}
+				sess.mu.Unlock()
+			}
+			c.sendAck(packet.TypePubrec, p.PacketID, code)
+		}
+		return nil
+	}
+	m := newMessage(p, name, time.Now(), sess.id)
+	matched := s.publish(m, &c.matches)
+	code := packet.CodeSuccess
+	if matched == 0 && c.version == packet.Version5 {
+		code = packet.CodeNoMatchingSubscribers
+	}
+	switch p.QoS {
+	case 1:
+		c.sendAck(packet.TypePuback, p.PacketID, code) // [MQTT-4.3.2-4]
+	case 2:
+		sess.mu.Lock()
+		sess.awaitingRel[p.PacketID] = struct{}{}
+		sess.mu.Unlock()
+		c.sendAck(packet.TypePubrec, p.PacketID, code) // [MQTT-4.3.3-8]
+	}
+	return nil
+}
+
+// sendAck queues a PUBACK, PUBREC, PUBREL or PUBCOMP.
+func (c *conn) sendAck(t packet.Type, id uint16, code packet.ReasonCode) {
+	c.sess.mu.Lock()
+	c.ackOut = packet.Ack{Type: t, PacketID: id, Reason: code}
+	c.sendLocked(&c.ackOut)
+	c.sess.mu.Unlock()
+	c.wakeWriter()
+}
+
+// handleAck processes PUBACK, PUBREC, PUBCOMP (our outbound flows) and
+// PUBREL (the client's inbound QoS 2 flow).
+func (c *conn) handleAck(a *packet.Ack) error {
+	sess := c.sess
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	switch a.Type {
+	case packet.TypePuback:
+		if d, ok := sess.inflight[a.PacketID]; ok && d.qos == 1 {
+			delete(sess.inflight, a.PacketID) // the id is free again (MQTT 5.0 section 2.2.1)
+		}
+	case packet.TypePubrec:
+		d, ok := sess.inflight[a.PacketID]
+		if !ok || d.qos != 2 {
+			if c.version == packet.Version5 {
+				c.ackOut = packet.Ack{Type: packet.TypePubrel, PacketID: a.PacketID, Reason: packet.ErrPacketIDNotFound}
+				c.sendLocked(&c.ackOut)
+			}
+			break
+		}
+		if a.Reason.IsFailure() {
+			delete(sess.inflight, a.PacketID) // MQTT 5.0 section 4.3.3: the flow ends
+			break
+		}
+		d.state = stateReleased
+		d.msg = nil // the payload is not needed any more
+		sess.inflight[a.PacketID] = d
+		c.ackOut = packet.Ack{Type: packet.TypePubrel, PacketID: a.PacketID} // [MQTT-4.3.3-4]
+		c.sendLocked(&c.ackOut)
+	case packet.TypePubcomp:
+		if d, ok := sess.inflight[a.PacketID]; ok && d.state == stateReleased {
+			delete(sess.inflight, a.PacketID)
+		}
+	case packet.TypePubrel:
+		code := packet.CodeSuccess
+		if _, ok := sess.awaitingRel[a.PacketID]; ok {
+			delete(sess.awaitingRel, a.PacketID) // [MQTT-4.3.3-11]
+		} else if c.version == packet.Version5 {
+			code = packet.ErrPacketIDNotFound
+		}
+		c.ackOut = packet.Ack{Type: packet.TypePubcomp, PacketID: a.PacketID, Reason: code}
+		c.sendLocked(&c.ackOut)
+	}
+	c.wakeWriter()
+	return nil
+}
+
+// handleSubscribe adds the subscriptions and answers with one SUBACK
+// reason per filter [MQTT-3.8.4-6], then queues the matching retained
+// messages.
+func (c *conn) handleSubscribe(p *packet.Subscribe) error {
+	s := c.shard
+	sess := c.sess
+	v5 := c.version == packet.Version5
+	var subID uint32
+	if len(p.Props.SubscriptionIDs) > 0 {
+		subID = p.Props.SubscriptionIDs[0]
+	}
+	reasons := make([]packet.ReasonCode, len(p.Subscriptions))
+	type retainedReq struct {
+		filter string
+		opts   topic.Options
+	}
+	var sendRetained []retainedReq
+	for i, sub := range p.Subscriptions {
+		filter := string(sub.Filter)
+		opts := topic.Options{
+			QoS: sub.QoS, NoLocal: sub.NoLocal, RetainAsPublished: sub.RetainAsPublished,
+			RetainHandling: topic.RetainHandling(sub.RetainHandling), SubscriptionID: subID,
+		}
+		fail := func(code packet.ReasonCode) {
+			if !v5 {
+				code = packet.ErrUnspecified // 3.1.1 has only 0x80
+			}
+			reasons[i] = code
+		}
+		if !packet.ValidTopicFilter(sub.Filter) {
+			fail(packet.ErrTopicFilterInvalid)
+			continue
+		}
+		if c.info.Authorizer != nil && !c.info.Authorizer.CanSubscribe(filter) {
+			fail(packet.ErrNotAuthorized)
+			continue
+		}
+		if s.tree.Count(sess.id) >= s.opts.MaxSubscriptionsPerClient && !c.hasSubscription(filter) {
+			fail(packet.ErrQuotaExceeded)
+			continue
+		}
+		existed, err := s.tree.Subscribe(sess.id, filter, opts)
+		switch {
+		case errors.Is(err, topic.ErrSharedNoLocal):
+			return packet.ErrProtocol // [MQTT-3.8.3-4]
+		case err != nil:
+			fail(packet.ErrTopicFilterInvalid)
+			continue
+		}
+		reasons[i] = packet.ReasonCode(sub.QoS) // granted QoS [MQTT-3.9.3-1]
+		f, _ := topic.ParseFilter(filter, 0)
+		if opts.SendRetainedOnSubscribe(existed, f.Shared()) {
+			sendRetained = append(sendRetained, retainedReq{filter, opts})
+		}
+	}
+	ack := packet.Suback{PacketID: p.PacketID, Reasons: reasons}
+	sess.mu.Lock()
+	c.sendLocked(&ack) // [MQTT-3.8.4-1]
+	sess.mu.Unlock()
+	c.wakeWriter()
+	now := time.Now()
+	for _, r := range sendRetained {
+		c.queueRetained(r.filter, r.opts, now)
+	}
+	return nil
+}
+
+// hasSubscription reports whether the session already holds filter.
+func (c *conn) hasSubscription(filter string) bool {
+	for _, sub := range c.shard.tree.Subscriptions(c.sess.id, nil) {
+		if sub.Filter.Raw == filter {
+			return true
+		}
+	}
+	return false
+}
+
+// queueRetained queues the retained messages matching filter, with the
+// RETAIN flag set [MQTT-3.3.1-8] [MQTT-3.3.1-9].
+func (c *conn) queueRetained(filter string, opts topic.Options, now time.Time) {
+	var list []*message
+	_ = c.shard.retained.Match(filter, func(_ string, m *message) bool {
+		list = append(list, m)
+		return true
+	})
+	nowNano := now.UnixNano()
+	for _, m := range list {
+		if m.expired(nowNano) {
+			c.shard.dropExpiredRetained(m)
+			continue
+		}
+		d := delivery{msg: m, qos: min(m.qos, opts.QoS), retain: true}
+		if opts.SubscriptionID != 0 {
+			d.setSubIDs([]uint32{opts.SubscriptionID})
+		}
+		if k := c.sess.enqueue(&d, now); k != nil {
+			k.kick(packet.ErrQuotaExceeded)
+		}
+	}
+}
+
+// handleUnsubscribe removes subscriptions; MQTT 5 reports per filter
+// whether one existed [MQTT-3.11.3-1].
+func (c *conn) handleUnsubscribe(p *packet.Unsubscribe) error {
+	s := c.shard
+	ack := packet.Unsuback{PacketID: p.PacketID}
+	if c.version == packet.Version5 {
+		ack.Reasons = make([]packet.ReasonCode, len(p.Filters))
+	}
+	for i, f := range p.Filters {
+		existed, err := s.tree.Unsubscribe(c.sess.id, string(f)) // [MQTT-3.10.4-1]
+		if ack.Reasons == nil {
+			continue
+		}
+		switch {
+		case err != nil:
+			ack.Reasons[i] = packet.ErrTopicFilterInvalid
+		case !existed:
+			ack.Reasons[i] = packet.CodeNoSubscriptionExisted
+		}
+	}
+	c.send(&ack) // [MQTT-3.10.4-4]
+	return nil
+}
+
+// handleDisconnect ends the connection at the client's request.
+func (c *conn) handleDisconnect(p *packet.Disconnect) error {
+	if c.version == packet.Version5 && p.Props.Has.Has(packet.PropSessionExpiry) {
+		if c.expiry0 && p.Props.SessionExpiry != 0 {
+			return packet.ErrProtocol // [MQTT-3.14.2-2]
+		}
+		exp := p.Props.SessionExpiry
+		if mx := c.shard.opts.MaxSessionExpiry; mx > 0 && exp > mx {
+			exp = mx
+		}
+		c.sess.mu.Lock()
+		c.sess.expiry = exp
+		c.sess.mu.Unlock()
+	}
+	if p.Reason == packet.CodeDisconnectWithWill {
+		return errDisconnectWithWill
+	}
+	return errDisconnect // [MQTT-3.14.4-3] the will is discarded
+}

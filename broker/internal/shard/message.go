@@ -1,0 +1,213 @@
+package shard
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"berth.dev/broker/internal/store"
+	"berth.dev/broker/internal/topic"
+	"berth.dev/broker/packet"
+)
+
+// message is one published message, immutable once built and shared by
+// every queue and inflight window it is delivered to. The payload is never
+// copied again after the inbound copy: the writer sends it as the second
+// half of a net.Buffers pair.
+type message struct {
+	topic     []byte
+	payload   []byte
+	qos       byte
+	retain    bool
+	props     packet.Properties // owned copies; no Topic Alias or Subscription Identifiers
+	created   int64             // unix nanoseconds
+	expireAt  int64             // unix nanoseconds; 0 never [MQTT-3.3.2-5]
+	publisher topic.SubscriberID
+	size      int // bytes counted against queue limits
+	propBytes int // variable-length property bytes, to size headers
+
+	// Cached encoded PUBLISH headers (fixed header, topic, placeholder
+	// packet id, properties) per protocol and QoS, built on first use and
+	// immutable afterwards; writers copy one and patch the packet id and
+	// flags. Headers are carved out of regions: region 0 is spare room
+	// at the end of the message's own buffer, so the first headers cost
+	// no allocation. A slot holds region<<56 | offset<<24 | length, 0
+	// while unbuilt; a region is written once, before any slot names it.
+	hdrMu   sync.Mutex // serializes building headers
+	regions [7][]byte
+	nreg    int // regions in use; guarded by hdrMu
+	used    int // bytes used in regions[nreg-1]; guarded by hdrMu
+	hdrSlot [2][3]atomic.Uint64
+}
+
+// headerReserve is the room newMessage leaves for two cached headers.
+func headerReserve(topicLen, propBytes int) int { return 2 * (48 + topicLen + propBytes) }
+
+// forwardedProps are the PUBLISH (and Will) properties passed on to
+// subscribers; Topic Alias and Subscription Identifier belong to one
+// connection, Will Delay only to the will.
+var forwardedProps = packet.Mask(packet.PropPayloadFormat) | packet.Mask(packet.PropMessageExpiry) |
+	packet.Mask(packet.PropContentType) | packet.Mask(packet.PropResponseTopic) |
+	packet.Mask(packet.PropCorrelationData) | packet.Mask(packet.PropUserProperty)
+
+// newMessage copies what p aliases (the connection's read buffer) into one
+// allocation owned by the message.
+func newMessage(p *packet.Publish, topicName []byte, now time.Time, publisher topic.SubscriberID) *message {
+	n := len(topicName) + len(p.Payload) + len(p.Props.ContentType) + len(p.Props.ResponseTopic) +
+		len(p.Props.CorrelationData)
+	for _, up := range p.Props.UserProperties {
+		n += len(up.Key) + len(up.Value)
+	}
+	propBytes := n - len(topicName) - len(p.Payload) + 5*len(p.Props.UserProperties)
+	buf := make([]byte, 0, n+headerReserve(len(topicName), propBytes))
+	take := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		start := len(buf)
+		buf = append(buf, b...)
+		return buf[start:len(buf):len(buf)]
+	}
+	m := &message{
+		qos:       p.QoS,
+		retain:    p.Retain,
+		created:   now.UnixNano(),
+		publisher: publisher,
+	}
+	m.topic = take(topicName)
+	m.payload = take(p.Payload)
+	if m.payload == nil {
+		m.payload = []byte{}
+	}
+	src := &p.Props
+	m.props.Has = src.Has & forwardedProps
+	m.props.PayloadFormat = src.PayloadFormat // [MQTT-3.3.2-4] passed on unaltered
+	m.props.MessageExpiry = src.MessageExpiry
+	m.props.ContentType = take(src.ContentType)         // [MQTT-3.3.2-20]
+	m.props.ResponseTopic = take(src.ResponseTopic)     // [MQTT-3.3.2-15]
+	m.props.CorrelationData = take(src.CorrelationData) // [MQTT-3.3.2-16]
+	if len(src.UserProperties) > 0 {
+		// [MQTT-3.3.2-17] [MQTT-3.3.2-18] user properties forwarded
+		// unaltered and in order.
+		m.props.UserProperties = make([]packet.UserProperty, len(src.UserProperties))
+		for i, up := range src.UserProperties {
+			m.props.UserProperties[i] = packet.UserProperty{Key: take(up.Key), Value: take(up.Value)}
+		}
+	}
+	if src.Has.Has(packet.PropMessageExpiry) {
+		m.expireAt = m.created + int64(src.MessageExpiry)*int64(time.Second)
+	}
+	m.propBytes = propBytes
+	m.regions[0] = buf[len(buf):cap(buf):cap(buf)]
+	m.nreg = 1
+	m.size = len(m.topic) + len(m.payload) + m.propBytes + 64
+	return m
+}
+
+// newSimpleMessage builds a message without properties ($SYS, tests).
+func newSimpleMessage(topicName string, payload []byte, qos byte, retain bool, now time.Time) *message {
+	m := &message{
+		topic:     []byte(topicName),
+		payload:   payload,
+		qos:       qos,
+		retain:    retain,
+		created:   now.UnixNano(),
+		publisher: noPublisher,
+	}
+	m.size = len(m.topic) + len(m.payload) + 64
+	return m
+}
+
+// expired reports whether the message's expiry interval has passed.
+func (m *message) expired(now int64) bool { return m.expireAt != 0 && now >= m.expireAt }
+
+// remainingExpiry is the Message Expiry Interval to send: the original
+// minus the time the message waited in the broker [MQTT-3.3.2-6].
+func (m *message) remainingExpiry(now int64) uint32 {
+	left := (m.expireAt - now + int64(time.Second) - 1) / int64(time.Second)
+	return uint32(max(left, 1))
+}
+
+// header returns the cached header for version and qos with packet id 0
+// (or none for QoS 0), DUP and RETAIN clear. The result must not be
+// modified.
+func (m *message) header(version, qos byte) ([]byte, error) {
+	vi := 0
+	if version == packet.Version5 {
+		vi = 1
+	}
+	slot := &m.hdrSlot[vi][qos]
+	if v := slot.Load(); v != 0 {
+		return m.slotBytes(v), nil
+	}
+	m.hdrMu.Lock()
+	defer m.hdrMu.Unlock()
+	if v := slot.Load(); v != 0 {
+		return m.slotBytes(v), nil
+	}
+	p := packet.Publish{QoS: qos, Topic: m.topic, Payload: m.payload, Props: m.props}
+	if qos > 0 {
+		p.PacketID = 1 // patched per subscriber
+	}
+	var dst []byte
+	if m.nreg > 0 {
+		dst = m.regions[m.nreg-1][m.used:m.used]
+	}
+	h, err := p.AppendHeader(dst, version)
+	if err != nil {
+		return nil, err
+	}
+	if m.nreg > 0 && cap(h) == cap(dst) {
+		// Encoded in place, in the current region.
+		slot.Store(uint64(m.nreg-1)<<56 | uint64(m.used)<<24 | uint64(len(h)))
+		m.used += len(h)
+		return h, nil
+	}
+	// No room: the appended slice becomes a new region.
+	m.regions[m.nreg] = h[:cap(h):cap(h)]
+	slot.Store(uint64(m.nreg)<<56 | uint64(len(h)))
+	m.nreg++
+	m.used = len(h)
+	return h, nil
+}
+
+// slotBytes resolves a header slot value.
+func (m *message) slotBytes(v uint64) []byte {
+	r := m.regions[v>>56]
+	off := int(v >> 24 & (1<<32 - 1))
+	n := int(v & (1<<24 - 1))
+	return r[off : off+n : off+n]
+}
+
+// toStore converts a retained message for the Store.
+func (m *message) toStore() *store.Message {
+	sm := &store.Message{
+		Topic:   string(m.topic),
+		Payload: m.payload,
+		QoS:     m.qos,
+		Props:   m.props,
+		Created: time.Unix(0, m.created),
+	}
+	if m.expireAt != 0 {
+		sm.ExpiresAt = time.Unix(0, m.expireAt)
+	}
+	return sm
+}
+
+// messageFromStore rebuilds a retained message loaded from the Store.
+func messageFromStore(sm *store.Message) *message {
+	m := &message{
+		topic:     []byte(sm.Topic),
+		payload:   sm.Payload,
+		qos:       sm.QoS,
+		retain:    true,
+		props:     sm.Props,
+		created:   sm.Created.UnixNano(),
+		publisher: noPublisher,
+	}
+	if !sm.ExpiresAt.IsZero() {
+		m.expireAt = sm.ExpiresAt.UnixNano()
+	}
+	m.size = len(m.topic) + len(m.payload) + 64
+	return m
+}

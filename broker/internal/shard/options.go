@@ -1,0 +1,150 @@
+package shard
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"berth.dev/broker/internal/store"
+)
+
+// Options configure one shard. The zero value of a field means its
+// default (see the field).
+type Options struct {
+	// Logger receives connection and shard events; nil discards them.
+	Logger *slog.Logger
+	// Store persists retained messages and sessions; nil means a fresh
+	// store.Memory, closed by Shutdown. A Store passed in is the
+	// caller's to close, after Shutdown.
+	Store store.Store
+
+	// MaxPacketSize is the largest packet accepted from a client, fixed
+	// header included, and announced as Maximum Packet Size in an MQTT 5
+	// CONNACK. Default 1 MiB.
+	MaxPacketSize int
+	// ReceiveMaximum is how many QoS 2 PUBLISH packets a client may have
+	// unacknowledged towards the broker (announced in CONNACK). Default 1024.
+	ReceiveMaximum uint16
+	// MaxInflight caps the outbound window per client, below the client's
+	// own Receive Maximum. Default 1024.
+	MaxInflight int
+	// MaxQueuedMessages and MaxQueuedBytes bound the messages waiting
+	// for a session (connected and slow, or offline). Defaults 10,000
+	// messages and 16 MiB.
+	MaxQueuedMessages int
+	MaxQueuedBytes    int
+	// SlowConsumerTimeout is how long a connected client's queue may stay
+	// full before the client is disconnected (0x97). Default 10 s.
+	SlowConsumerTimeout time.Duration
+	// WriteTimeout bounds one write to a client socket. Default 30 s.
+	WriteTimeout time.Duration
+	// ConnectTimeout is how long a new connection has to send CONNECT.
+	// Default 10 s.
+	ConnectTimeout time.Duration
+	// MaxKeepAlive caps the client's Keep Alive (seconds); a larger or
+	// zero value is replaced and announced as Server Keep Alive in MQTT 5.
+	// 0 means no cap.
+	MaxKeepAlive uint16
+	// MaxSessionExpiry caps the Session Expiry Interval (seconds). 0 means
+	// no cap.
+	MaxSessionExpiry uint32
+	// TopicAliasMaximum is the number of inbound topic aliases a client
+	// may use. Default 64; negative disables aliases.
+	TopicAliasMaximum int
+	// SysInterval is how often $SYS/broker/... topics are published.
+	// 0 means every 10 s; negative disables them.
+	SysInterval time.Duration
+	// MaxSubscriptionsPerClient bounds subscriptions per session (0x97 in
+	// SUBACK past it). Default 1000.
+	MaxSubscriptionsPerClient int
+}
+
+// Defaults.
+const (
+	defaultMaxPacketSize       = 1 << 20
+	defaultReceiveMaximum      = 1024
+	defaultMaxInflight         = 1024
+	defaultMaxQueuedMessages   = 10_000
+	defaultMaxQueuedBytes      = 16 << 20
+	defaultSlowConsumerTimeout = 10 * time.Second
+	defaultWriteTimeout        = 30 * time.Second
+	defaultConnectTimeout      = 10 * time.Second
+	defaultTopicAliasMaximum   = 64
+	defaultSysInterval         = 10 * time.Second
+	defaultMaxSubscriptions    = 1000
+)
+
+// ErrInvalidOptions is returned by Options.Validate.
+var ErrInvalidOptions = errors.New("shard: invalid options")
+
+// withDefaults fills unset fields.
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Store == nil {
+		o.Store = store.NewMemory()
+	}
+	setInt := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	setInt(&o.MaxPacketSize, defaultMaxPacketSize)
+	setInt(&o.MaxInflight, defaultMaxInflight)
+	setInt(&o.MaxQueuedMessages, defaultMaxQueuedMessages)
+	setInt(&o.MaxQueuedBytes, defaultMaxQueuedBytes)
+	setInt(&o.MaxSubscriptionsPerClient, defaultMaxSubscriptions)
+	if o.ReceiveMaximum == 0 {
+		o.ReceiveMaximum = defaultReceiveMaximum
+	}
+	if o.SlowConsumerTimeout <= 0 {
+		o.SlowConsumerTimeout = defaultSlowConsumerTimeout
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = defaultWriteTimeout
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = defaultConnectTimeout
+	}
+	switch {
+	case o.TopicAliasMaximum == 0:
+		o.TopicAliasMaximum = defaultTopicAliasMaximum
+	case o.TopicAliasMaximum < 0:
+		o.TopicAliasMaximum = 0
+	case o.TopicAliasMaximum > 65535:
+		o.TopicAliasMaximum = 65535
+	}
+	if o.SysInterval == 0 {
+		o.SysInterval = defaultSysInterval
+	}
+	return o
+}
+
+// Authorizer decides what one connection may do. It is called on the
+// connection's own goroutine for every PUBLISH (and the will topic, at
+// CONNECT) and every SUBSCRIBE filter, given as the client sent it
+// ($share/{name}/ prefix included).
+type Authorizer interface {
+	CanPublish(topic []byte) bool
+	CanSubscribe(filter string) bool
+}
+
+// ConnInfo is what the accepting side knows about a connection before its
+// first byte is read.
+type ConnInfo struct {
+	// RemoteAddr is the client's address, for logs.
+	RemoteAddr string
+	// TenantID names the tenant in logs.
+	TenantID string
+	// Authorizer checks publish and subscribe; nil allows everything.
+	Authorizer Authorizer
+	// Deadline ends the connection (DISCONNECT 0xA0 in MQTT 5) when the
+	// credential expires; zero means never.
+	Deadline time.Time
+	// AllowAnonymous admits a CONNECT without a user name.
+	AllowAnonymous bool
+	// Authenticate checks a user name and password; nil accepts any
+	// credentials (a gateway already checked them).
+	Authenticate func(username, password []byte) bool
+}

@@ -1,0 +1,213 @@
+package shard
+
+import (
+	"time"
+
+	"berth.dev/broker/internal/store"
+	"berth.dev/broker/internal/topic"
+	"berth.dev/broker/packet"
+)
+
+// takeoverTimeout bounds the wait for a taken-over connection to finish.
+const takeoverTimeout = 5 * time.Second
+
+// attach binds c to the session of its client id, taking over a live
+// connection of the same id [MQTT-3.1.4-3] and discarding the old session
+// when clean is set [MQTT-3.1.2-4]. present reports a resumed session
+// [MQTT-3.2.2-2] [MQTT-3.2.2-3].
+func (s *Shard) attach(c *conn, clean bool, expiry uint32) (sess *session, present bool, err error) {
+	for {
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			return nil, false, packet.ErrServerUnavailable
+		}
+		sess = s.sessions[c.clientID]
+		if sess != nil {
+			sess.mu.Lock()
+			old := sess.conn
+			sess.mu.Unlock()
+			if old != nil {
+				s.mu.Unlock()
+				old.kick(packet.ErrSessionTakenOver)
+				select {
+				case <-old.done:
+				case <-time.After(takeoverTimeout):
+					return nil, false, packet.ErrServerBusy
+				}
+				continue
+			}
+		}
+		var will *message
+		var ended string
+		if sess != nil && clean {
+			will = s.endSessionLocked(sess)
+			ended = sess.clientID
+			sess = nil
+		}
+		present = sess != nil
+		if sess == nil {
+			sess = s.newSessionLocked(c.clientID)
+		}
+		c.sess = sess
+		s.conns[c] = true
+		sess.mu.Lock()
+		sess.conn = c
+		sess.online.Store(true)
+		sess.gen++
+		sess.expiry = expiry
+		sess.fullSince = time.Time{}
+		// A reconnect before the Will Delay Interval cancels the will
+		// [MQTT-3.1.3-9]; the session is no longer expiring.
+		sess.pendingWill = nil
+		sess.stopTimersLocked()
+		sess.mu.Unlock()
+		s.mu.Unlock()
+		if ended != "" {
+			s.forget(ended)
+		}
+		if will != nil {
+			s.publishInternal(will)
+		}
+		return sess, present, nil
+	}
+}
+
+// detach unbinds the finished connection c from its session. The will is
+// published now, or after its delay, or when the session ends, whichever
+// is first [MQTT-3.1.3-9]; a session with expiry 0 ends now, a persistent
+// one starts its expiry timer [MQTT-4.1.0-2].
+func (s *Shard) detach(c *conn, sendWill bool) {
+	sess := c.sess
+	var will *message
+	s.mu.Lock()
+	sess.mu.Lock()
+	if sess.conn != c {
+		sess.mu.Unlock()
+		s.mu.Unlock()
+		return
+	}
+	sess.conn = nil
+	sess.online.Store(false)
+	expiry := sess.expiry
+	if sendWill && c.will != nil {
+		if c.willDelay == 0 || expiry == 0 {
+			will = c.will
+		} else {
+			sess.pendingWill = c.will
+			sess.willTimer = time.AfterFunc(time.Duration(c.willDelay)*time.Second, s.willFunc(sess, sess.gen))
+		}
+	}
+	// QoS 0 messages are not kept for an offline session.
+	for i := 0; i < sess.queue.len(); {
+		if sess.queue.peek().qos == 0 {
+			d := sess.queue.pop()
+			sess.queuedBytes -= d.msg.size
+			sess.dropLocked(DropOffline)
+			continue
+		}
+		// Rotate the QoS 1/2 delivery to the back, keeping order.
+		sess.queue.push(sess.queue.pop())
+		i++
+	}
+	if expiry != 0 && expiry != neverExpires && !s.closing {
+		sess.expiryTimer = time.AfterFunc(time.Duration(expiry)*time.Second, s.expireFunc(sess, sess.gen))
+	}
+	sess.mu.Unlock()
+	var rec *store.Session
+	if expiry == 0 {
+		if w := s.endSessionLocked(sess); w != nil && will == nil {
+			will = w
+		}
+	} else {
+		rec = s.sessionRecord(sess)
+	}
+	s.mu.Unlock()
+	if rec != nil {
+		if err := s.store.SaveSession(rec); err != nil {
+			s.opts.Logger.Warn("saving session", "client_id", rec.ClientID, "err", err)
+		}
+	} else {
+		s.forget(sess.clientID)
+	}
+	if will != nil {
+		s.publishInternal(will)
+	}
+}
+
+// publish routes m to every matching session and stores it when retained.
+// It returns the number of sessions it was handed to. matches is the
+// caller's reusable result buffer.
+func (s *Shard) publish(m *message, matches *topic.Matches) int {
+	if m.retain {
+		s.setRetained(m)
+	}
+	now := time.Now()
+	n := 0
+	var kicks [4]*conn
+	nk := 0
+	s.mu.RLock()
+	s.tree.Match(m.topic, m.publisher, matches)
+	for i := range matches.Deliveries {
+		md := &matches.Deliveries[i]
+		sess := s.byID[md.Subscriber]
+		if sess == nil {
+			continue
+		}
+		d := delivery{
+			msg: m,
+			qos: min(m.qos, md.QoS), // [MQTT-3.8.4-8]
+			// [MQTT-3.3.1-12] RETAIN is cleared unless Retain As
+			// Published; 3.1.1 [MQTT-3.3.1-9] always clears it.
+			retain: m.retain && md.RetainAsPublished,
+		}
+		if len(md.SubscriptionIDs) > 0 {
+			d.setSubIDs(md.SubscriptionIDs)
+		}
+		if k := sess.enqueue(&d, now); k != nil && nk < len(kicks) {
+			kicks[nk] = k
+			nk++
+		}
+		n++
+	}
+	s.mu.RUnlock()
+	for _, k := range kicks[:nk] {
+		k.log.Info("disconnecting slow consumer")
+		k.kick(packet.ErrQuotaExceeded)
+	}
+	return n
+}
+
+// publishInternal publishes a message that no connection reads for (a
+// will, $SYS).
+func (s *Shard) publishInternal(m *message) {
+	mt := s.matches.Get().(*topic.Matches)
+	s.publish(m, mt)
+	s.matches.Put(mt)
+}
+
+// setRetained stores or clears the retained message of m's topic
+// [MQTT-3.3.1-5]; an empty payload clears it and is not stored
+// [MQTT-3.3.1-6] [MQTT-3.3.1-7].
+func (s *Shard) setRetained(m *message) {
+	t := string(m.topic)
+	if len(m.payload) == 0 {
+		if s.retained.Delete(t) {
+			_ = s.store.DeleteRetained(t)
+		}
+		return
+	}
+	s.retained.Set(t, m, m.size)
+	if err := s.store.SetRetained(m.toStore()); err != nil {
+		s.opts.Logger.Warn("storing retained message", "topic", t, "err", err)
+	}
+}
+
+// dropExpiredRetained removes a retained message whose expiry passed
+// [MQTT-3.3.2-5], unless it was replaced meanwhile.
+func (s *Shard) dropExpiredRetained(m *message) {
+	t := string(m.topic)
+	if cur, ok := s.retained.Get(t); ok && cur == m && s.retained.Delete(t) {
+		_ = s.store.DeleteRetained(t)
+	}
+}

@@ -1,0 +1,199 @@
+package shard
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"berth.dev/broker/internal/topic"
+)
+
+// neverExpires is the Session Expiry Interval that means "never"
+// (MQTT 5.0 section 3.1.2.11.2), and what a 3.1.1 clean-session-0 session
+// gets.
+const neverExpires = 0xFFFFFFFF
+
+// deliveryState tracks an outbound QoS 1/2 message (MQTT 5.0 section 4.3).
+type deliveryState uint8
+
+const (
+	stateQueued   deliveryState = iota // waiting for the inflight window
+	statePublish                       // PUBLISH sent, awaiting PUBACK or PUBREC
+	stateReleased                      // PUBREL sent, awaiting PUBCOMP
+)
+
+// delivery is one copy of a message for one session. It is stored by value
+// in the queue ring and the inflight map, so queueing allocates nothing.
+type delivery struct {
+	msg    *message
+	qos    byte
+	retain bool  // RETAIN flag to send
+	nSub   uint8 // subscription identifiers in subIDs (more in extra)
+	subIDs [2]uint32
+	extra  []uint32 // identifiers beyond the second (rare)
+	id     uint16
+	state  deliveryState
+	seq    uint64 // send order, for redelivery [MQTT-4.4.0-1]
+}
+
+func (d *delivery) setSubIDs(ids []uint32) {
+	n := copy(d.subIDs[:], ids)
+	d.nSub = uint8(n)
+	if len(ids) > n {
+		d.extra = append([]uint32(nil), ids[n:]...)
+	}
+}
+
+func (d *delivery) appendSubIDs(dst []uint32) []uint32 {
+	dst = append(dst, d.subIDs[:d.nSub]...)
+	return append(dst, d.extra...)
+}
+
+// session is the state the broker keeps for one client id, across
+// connections when it is persistent.
+type session struct {
+	shard    *Shard
+	id       topic.SubscriberID
+	clientID string
+	online   atomic.Bool // conn != nil, readable without mu (share-group picking)
+
+	mu          sync.Mutex
+	conn        *conn
+	gen         uint64 // incremented on every attach; invalidates timers
+	expiry      uint32 // Session Expiry Interval, seconds
+	queue       ring
+	queuedBytes int
+	inflight    map[uint16]delivery // outbound QoS 1/2 by packet id
+	nextID      uint16
+	seq         uint64
+	awaitingRel map[uint16]struct{} // inbound QoS 2 ids PUBREC'd, awaiting PUBREL [MQTT-4.3.3-10]
+	fullSince   time.Time           // when the queue first hit its limit; zero if not full
+	dropped     [numDropReasons]uint64
+	pendingWill *message // will waiting for its delay or the session end
+	willTimer   *time.Timer
+	expiryTimer *time.Timer
+}
+
+func newSession(s *Shard, id topic.SubscriberID, clientID string) *session {
+	return &session{
+		shard:       s,
+		id:          id,
+		clientID:    clientID,
+		inflight:    make(map[uint16]delivery),
+		awaitingRel: make(map[uint16]struct{}),
+	}
+}
+
+// enqueue hands one delivery to the session. It never blocks on the
+// client: a full queue drops the copy and counts it against this
+// subscriber only. It returns a connection to disconnect as a slow
+// consumer, if the queue has stayed full past the limit.
+func (sess *session) enqueue(d *delivery, now time.Time) (kick *conn) {
+	s := sess.shard
+	size := d.msg.size
+	sess.mu.Lock()
+	c := sess.conn
+	if c == nil && d.qos == 0 {
+		sess.dropLocked(DropOffline)
+		sess.mu.Unlock()
+		return nil
+	}
+	if sess.queue.len() >= s.opts.MaxQueuedMessages || sess.queuedBytes+size > s.opts.MaxQueuedBytes {
+		sess.dropLocked(DropQueueFull)
+		if c != nil {
+			if sess.fullSince.IsZero() {
+				sess.fullSince = now
+			} else if now.Sub(sess.fullSince) > s.opts.SlowConsumerTimeout {
+				kick = c
+			}
+		}
+		sess.mu.Unlock()
+		return kick
+	}
+	sess.queue.push(*d)
+	sess.queuedBytes += size
+	sess.mu.Unlock()
+	if c != nil {
+		c.wakeWriter()
+	}
+	return nil
+}
+
+// dropLocked counts one undelivered copy.
+func (sess *session) dropLocked(r DropReason) {
+	sess.dropped[r]++
+	sess.shard.stats.drops[r].Add(1)
+}
+
+// nextIDLocked returns a packet identifier not in use by an inflight
+// message [MQTT-2.2.1-3].
+func (sess *session) nextIDLocked() uint16 {
+	for {
+		sess.nextID++
+		if sess.nextID == 0 {
+			sess.nextID = 1
+		}
+		if _, used := sess.inflight[sess.nextID]; !used {
+			return sess.nextID
+		}
+	}
+}
+
+// stopTimers stops the will and expiry timers.
+func (sess *session) stopTimers() {
+	sess.mu.Lock()
+	sess.stopTimersLocked()
+	sess.mu.Unlock()
+}
+
+func (sess *session) stopTimersLocked() {
+	if sess.willTimer != nil {
+		sess.willTimer.Stop()
+		sess.willTimer = nil
+	}
+	if sess.expiryTimer != nil {
+		sess.expiryTimer.Stop()
+		sess.expiryTimer = nil
+	}
+}
+
+// dropAllLocked discards everything queued or inflight (the session ended).
+func (sess *session) dropAllLocked() {
+	for sess.queue.len() > 0 {
+		sess.queue.pop()
+		sess.dropLocked(DropSessionEnded)
+	}
+	sess.queuedBytes = 0
+	clear(sess.inflight)
+	clear(sess.awaitingRel)
+}
+
+// ring is a growable FIFO of deliveries.
+type ring struct {
+	buf        []delivery
+	head, size int
+}
+
+func (r *ring) len() int { return r.size }
+
+func (r *ring) push(d delivery) {
+	if r.size == len(r.buf) {
+		nb := make([]delivery, max(16, 2*len(r.buf)))
+		for i := 0; i < r.size; i++ {
+			nb[i] = r.buf[(r.head+i)%len(r.buf)]
+		}
+		r.buf, r.head = nb, 0
+	}
+	r.buf[(r.head+r.size)%len(r.buf)] = d
+	r.size++
+}
+
+func (r *ring) peek() *delivery { return &r.buf[r.head] }
+
+func (r *ring) pop() delivery {
+	d := r.buf[r.head]
+	r.buf[r.head] = delivery{}
+	r.head = (r.head + 1) % len(r.buf)
+	r.size--
+	return d
+}

@@ -1,0 +1,324 @@
+package shard
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"berth.dev/broker/internal/store"
+	"berth.dev/broker/internal/topic"
+	"berth.dev/broker/packet"
+)
+
+// noPublisher is the SubscriberID of messages no client published (wills
+// of ended sessions, $SYS); no session uses it, so No Local never drops
+// them.
+const noPublisher topic.SubscriberID = 0
+
+// Shard is one tenant's complete, isolated broker: its own topic tree,
+// sessions, retained messages and statistics. Connections are handed to
+// ServeConn by whoever accepted them.
+type Shard struct {
+	opts     Options
+	tree     *topic.Tree
+	retained *topic.Retained[*message]
+	store    store.Store
+	ownStore bool // created by New, so closed by Shutdown
+	started  time.Time
+	stats    counters
+	connSeq  atomic.Uint64 // conn_id in logs
+
+	mu       sync.RWMutex
+	sessions map[string]*session
+	byID     map[topic.SubscriberID]*session
+	conns    map[*conn]bool // value: attached to a session (has a writer)
+	nextID   topic.SubscriberID
+	closing  bool
+	running  bool
+
+	conwg   sync.WaitGroup // ServeConn calls
+	bgwg    sync.WaitGroup // background goroutines ($SYS)
+	stopBg  chan struct{}
+	matches sync.Pool // *topic.Matches for publishes not made by a connection
+}
+
+// New returns a shard with the given options. It loads retained messages
+// and persistent sessions from opts.Store.
+func New(opts Options) *Shard {
+	ownStore := opts.Store == nil
+	opts = opts.withDefaults()
+	s := &Shard{
+		opts:     opts,
+		tree:     topic.New(topic.Config{}),
+		retained: topic.NewRetained[*message](),
+		store:    opts.Store,
+		ownStore: ownStore,
+		started:  time.Now(),
+		sessions: make(map[string]*session),
+		byID:     make(map[topic.SubscriberID]*session),
+		conns:    make(map[*conn]bool),
+		stopBg:   make(chan struct{}),
+	}
+	s.matches.New = func() any { return new(topic.Matches) }
+	s.load()
+	return s
+}
+
+// load restores retained messages and offline sessions from the store.
+func (s *Shard) load() {
+	now := time.Now()
+	err := s.store.Retained(func(sm *store.Message) bool {
+		if sm.ExpiresAt.IsZero() || sm.ExpiresAt.After(now) {
+			m := messageFromStore(sm)
+			s.retained.Set(sm.Topic, m, m.size)
+		}
+		return true
+	})
+	if err != nil {
+		s.opts.Logger.Warn("loading retained messages", "err", err)
+	}
+	err = s.store.Sessions(func(ss *store.Session) bool {
+		sess := s.newSessionLocked(ss.ClientID)
+		sess.expiry = ss.ExpiryInterval
+		for _, sub := range ss.Subscriptions {
+			_, _ = s.tree.Subscribe(sess.id, sub.Filter, topic.Options{
+				QoS: sub.QoS, NoLocal: sub.NoLocal, RetainAsPublished: sub.RetainAsPublished,
+				RetainHandling: topic.RetainHandling(sub.RetainHandling), SubscriptionID: sub.SubscriptionID,
+			})
+		}
+		if ss.ExpiryInterval != neverExpires {
+			left := time.Until(ss.DisconnectedAt.Add(time.Duration(ss.ExpiryInterval) * time.Second))
+			sess.expiryTimer = time.AfterFunc(max(left, 0), s.expireFunc(sess, sess.gen))
+		}
+		return true
+	})
+	if err != nil {
+		s.opts.Logger.Warn("loading sessions", "err", err)
+	}
+}
+
+// Start starts the shard's background work (the $SYS publisher). It is
+// idempotent; ctx bounds nothing after Start returns.
+func (s *Shard) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running || s.closing {
+		return nil
+	}
+	s.running = true
+	if s.opts.SysInterval > 0 {
+		s.bgwg.Add(1)
+		go s.sysLoop()
+	}
+	return nil
+}
+
+// Shutdown stops accepting connections, sends every MQTT 5 client a
+// DISCONNECT 0x8B (server shutting down), flushes and closes every
+// connection, and waits for every goroutine the shard started, or for ctx.
+// It is idempotent.
+func (s *Shard) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	first := !s.closing
+	s.closing = true
+	conns := make([]*conn, 0, len(s.conns))
+	for c, attached := range s.conns {
+		if attached {
+			conns = append(conns, c)
+		} else {
+			_ = c.nc.Close() // still in CONNECT: nothing to flush
+		}
+	}
+	for _, sess := range s.sessions {
+		sess.stopTimers()
+	}
+	s.mu.Unlock()
+	if first {
+		close(s.stopBg)
+	}
+	for _, c := range conns {
+		c.kick(packet.ErrServerShuttingDown)
+	}
+	done := make(chan struct{})
+	go func() {
+		s.conwg.Wait()
+		s.bgwg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if first {
+		s.saveSessions()
+		if s.ownStore {
+			return s.store.Close()
+		}
+	}
+	return nil
+}
+
+// saveSessions writes every persistent session to the store.
+func (s *Shard) saveSessions() {
+	var recs []*store.Session
+	s.mu.RLock()
+	for _, sess := range s.sessions {
+		if sess.expiry != 0 {
+			recs = append(recs, s.sessionRecord(sess))
+		}
+	}
+	s.mu.RUnlock()
+	for _, rec := range recs {
+		if err := s.store.SaveSession(rec); err != nil {
+			s.opts.Logger.Warn("saving session", "client_id", rec.ClientID, "err", err)
+		}
+	}
+}
+
+// sessionRecord builds the stored form of sess.
+func (s *Shard) sessionRecord(sess *session) *store.Session {
+	subs := s.tree.Subscriptions(sess.id, nil)
+	rec := &store.Session{ClientID: sess.clientID, ExpiryInterval: sess.expiry, DisconnectedAt: time.Now()}
+	for _, sub := range subs {
+		rec.Subscriptions = append(rec.Subscriptions, store.Subscription{
+			Filter: sub.Filter.Raw, QoS: sub.Options.QoS, NoLocal: sub.Options.NoLocal,
+			RetainAsPublished: sub.Options.RetainAsPublished, RetainHandling: byte(sub.Options.RetainHandling),
+			SubscriptionID: sub.Options.SubscriptionID,
+		})
+	}
+	return rec
+}
+
+// newSessionLocked creates and registers an empty session. s.mu is held.
+func (s *Shard) newSessionLocked(clientID string) *session {
+	s.nextID++
+	sess := newSession(s, s.nextID, clientID)
+	s.sessions[clientID] = sess
+	s.byID[sess.id] = sess
+	return sess
+}
+
+// endSessionLocked removes sess and its subscriptions [MQTT-3.1.2-4]. It
+// returns a will message whose delay was pending: the session ending
+// publishes it now, which the caller does after unlocking. s.mu is held.
+func (s *Shard) endSessionLocked(sess *session) *message {
+	if s.sessions[sess.clientID] == sess {
+		delete(s.sessions, sess.clientID)
+	}
+	delete(s.byID, sess.id)
+	s.tree.RemoveClient(sess.id)
+	sess.mu.Lock()
+	will := sess.pendingWill
+	sess.pendingWill = nil
+	sess.stopTimersLocked()
+	sess.dropAllLocked()
+	sess.mu.Unlock()
+	return will
+}
+
+// forget removes an ended session from the store; called without locks.
+func (s *Shard) forget(clientID string) {
+	if err := s.store.DeleteSession(clientID); err != nil {
+		s.opts.Logger.Warn("deleting session", "client_id", clientID, "err", err)
+	}
+}
+
+// expireFunc returns the timer callback that ends sess when its Session
+// Expiry Interval has passed while it stayed offline.
+func (s *Shard) expireFunc(sess *session, gen uint64) func() {
+	return func() {
+		s.mu.Lock()
+		if s.closing || s.sessions[sess.clientID] != sess {
+			s.mu.Unlock()
+			return
+		}
+		sess.mu.Lock()
+		live := sess.conn != nil || sess.gen != gen
+		sess.mu.Unlock()
+		var will *message
+		if !live {
+			will = s.endSessionLocked(sess)
+		}
+		s.mu.Unlock()
+		if !live {
+			s.forget(sess.clientID)
+		}
+		if will != nil {
+			s.publishInternal(will)
+		}
+	}
+}
+
+// willFunc returns the timer callback that publishes a will after its
+// Will Delay Interval [MQTT-3.1.3-9].
+func (s *Shard) willFunc(sess *session, gen uint64) func() {
+	return func() {
+		s.mu.RLock()
+		closing := s.closing
+		s.mu.RUnlock()
+		sess.mu.Lock()
+		var will *message
+		if sess.gen == gen && sess.conn == nil {
+			will = sess.pendingWill
+			sess.pendingWill = nil
+		}
+		sess.mu.Unlock()
+		if will != nil && !closing {
+			s.publishInternal(will)
+		}
+	}
+}
+
+// assignClientID returns a fresh identifier for a client that sent none
+// [MQTT-3.1.3-6].
+func assignClientID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "berth-" + hex.EncodeToString(b[:])
+}
+
+// Stats returns a snapshot of the shard's counters.
+func (s *Shard) Stats() Stats {
+	st := s.stats.snapshot()
+	s.mu.RLock()
+	st.Sessions = len(s.sessions)
+	s.mu.RUnlock()
+	st.Subscriptions = s.tree.Len()
+	st.Retained = s.retained.Len()
+	st.Uptime = time.Since(s.started)
+	return st
+}
+
+// SessionStats reports the state of one session: whether it exists, is
+// connected, how many messages wait and how many were dropped, by reason.
+func (s *Shard) SessionStats(clientID string) (SessionStats, bool) {
+	s.mu.RLock()
+	sess := s.sessions[clientID]
+	s.mu.RUnlock()
+	if sess == nil {
+		return SessionStats{}, false
+	}
+	subs := s.tree.Count(sess.id)
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	st := SessionStats{
+		Subscriptions: subs,
+		Connected:     sess.conn != nil,
+		Queued:        sess.queue.len(),
+		Inflight:      len(sess.inflight),
+		Dropped:       make(map[string]uint64),
+	}
+	for r, n := range sess.dropped {
+		if n > 0 {
+			st.Dropped[DropReason(r).String()] = n
+		}
+	}
+	return st, true
+}

@@ -1,0 +1,90 @@
+package shard
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// DropReason says why a message was not delivered to one subscriber.
+type DropReason int
+
+// Drop reasons. Every undelivered copy is counted under exactly one.
+const (
+	DropQueueFull     DropReason = iota // the subscriber's queue was at its limit
+	DropOffline                         // QoS 0 to a session with no connection
+	DropTooLarge                        // larger than the client's Maximum Packet Size [MQTT-3.1.2-25]
+	DropExpired                         // Message Expiry Interval passed while queued [MQTT-3.3.2-5]
+	DropNotAuthorized                   // the publisher was not allowed to publish to the topic
+	DropSessionEnded                    // queued for a session that ended
+	numDropReasons
+)
+
+var dropNames = [numDropReasons]string{"queue_full", "offline", "too_large", "expired", "not_authorized", "session_ended"}
+
+// String returns the reason as used in stats and $SYS topics.
+func (r DropReason) String() string {
+	if r < 0 || r >= numDropReasons {
+		return "unknown"
+	}
+	return dropNames[r]
+}
+
+// Stats is a snapshot of a shard's counters.
+type Stats struct {
+	ClientsConnected int64
+	ConnectionsTotal int64
+	Sessions         int
+	Subscriptions    int
+	Retained         int
+	MessagesIn       uint64 // PUBLISH packets received from clients
+	MessagesOut      uint64 // PUBLISH packets written to clients
+	BytesIn          uint64
+	BytesOut         uint64
+	Dropped          map[string]uint64 // by DropReason name
+	Uptime           time.Duration
+}
+
+// SessionStats is the state of one session.
+type SessionStats struct {
+	Connected     bool
+	Subscriptions int
+	Queued        int
+	Inflight      int
+	Dropped       map[string]uint64
+}
+
+// counters are the shard-wide atomic counters.
+type counters struct {
+	connected   atomic.Int64
+	connections atomic.Int64
+	msgsIn      atomic.Uint64
+	msgsOut     atomic.Uint64
+	bytesIn     atomic.Uint64
+	bytesOut    atomic.Uint64
+	drops       [numDropReasons]atomic.Uint64
+}
+
+func (c *counters) snapshot() Stats {
+	st := Stats{
+		ClientsConnected: c.connected.Load(),
+		ConnectionsTotal: c.connections.Load(),
+		MessagesIn:       c.msgsIn.Load(),
+		MessagesOut:      c.msgsOut.Load(),
+		BytesIn:          c.bytesIn.Load(),
+		BytesOut:         c.bytesOut.Load(),
+		Dropped:          make(map[string]uint64, numDropReasons),
+	}
+	for r := range c.drops {
+		st.Dropped[DropReason(r).String()] = c.drops[r].Load()
+	}
+	return st
+}
+
+// totalDropped sums the drop counters.
+func (c *counters) totalDropped() uint64 {
+	var n uint64
+	for r := range c.drops {
+		n += c.drops[r].Load()
+	}
+	return n
+}

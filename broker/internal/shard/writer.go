@@ -1,0 +1,250 @@
+package shard
+
+import (
+	"crypto/tls"
+	"net"
+	"time"
+
+	"berth.dev/broker/packet"
+)
+
+// Batch bounds of one writev.
+const (
+	maxBatchBytes = 256 << 10
+	maxBatchVecs  = 512 // below IOV_MAX (1024), two vectors per PUBLISH
+)
+
+// writeState is owned by the writer goroutine of one connection. All its
+// buffers are reused, so a steady stream of deliveries allocates nothing.
+type writeState struct {
+	vec     [][]byte    // the batch being built
+	bufs    net.Buffers // consumed by WriteTo; vec is copied in
+	backing [][]byte    // the storage of bufs, kept because WriteTo advances bufs
+	arena   []byte      // per-subscriber PUBLISH headers of this batch
+	ctrlOut []byte      // control packets being written (swapped with conn.ctrl)
+	subIDs  []uint32    // scratch for variant headers
+	msgs    int         // PUBLISH packets in the batch
+	flat    []byte      // the batch in one piece, for connections without writev
+}
+
+// writeBatch writes w.vec: with one writev where the connection supports
+// it (TCP, Unix), else copied into one buffer so that, for example, a
+// WebSocket connection sends one frame per batch, not one per vector.
+func (c *conn) writeBatch() (int64, error) {
+	w := &c.w
+	if vc := vectorConn(c.nc); vc != nil {
+		w.backing = append(w.backing[:0], w.vec...)
+		w.bufs = w.backing
+		return w.bufs.WriteTo(vc)
+	}
+	w.flat = w.flat[:0]
+	for _, v := range w.vec {
+		w.flat = append(w.flat, v...)
+	}
+	n, err := c.nc.Write(w.flat)
+	if cap(w.flat) > 4*maxBatchBytes {
+		w.flat = nil // do not keep a huge buffer after a big payload
+	}
+	return int64(n), err
+}
+
+// writeLoop is the connection's only writer. It sleeps until woken,
+// gathers control packets and queued deliveries into one batch under the
+// session lock, and writes the batch with one writev outside the lock.
+func (c *conn) writeLoop() {
+	defer close(c.writerDone)
+	defer c.nc.Close()
+	s := c.shard
+	for {
+		for {
+			n, closing := c.fill()
+			if n == 0 {
+				if closing {
+					return
+				}
+				break
+			}
+			timeout := s.opts.WriteTimeout
+			if closing {
+				timeout = closeFlushTimeout
+			}
+			_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
+			written, err := c.writeBatch()
+			s.stats.bytesOut.Add(uint64(written))
+			if err != nil {
+				c.log.Debug("write failed", "err", err)
+				c.kick(reasonNone)
+				return
+			}
+			s.stats.msgsOut.Add(uint64(c.w.msgs))
+		}
+		select {
+		case <-c.wake:
+		case <-c.quit:
+		}
+	}
+}
+
+// fill builds the next batch in c.w.vec and returns its number of
+// vectors, and whether the connection is closing (then only control
+// packets, such as the final DISCONNECT, are written).
+func (c *conn) fill() (n int, closing bool) {
+	sess := c.sess
+	w := &c.w
+	w.vec = w.vec[:0]
+	w.arena = w.arena[:0]
+	w.msgs = 0
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if len(c.ctrl) > 0 {
+		w.ctrlOut, c.ctrl = c.ctrl, w.ctrlOut[:0]
+		w.vec = append(w.vec, w.ctrlOut)
+	}
+	if c.closing || sess.conn != c {
+		return len(w.vec), true
+	}
+	now := time.Now().UnixNano()
+	bytes := len(w.ctrlOut)
+	s := c.shard
+	for sess.queue.len() > 0 && bytes < maxBatchBytes && len(w.vec) < maxBatchVecs {
+		d := sess.queue.peek()
+		if d.qos > 0 && len(sess.inflight) >= c.window {
+			break // [MQTT-4.9.0-2] the client's Receive Maximum
+		}
+		dv := sess.queue.pop()
+		sess.queuedBytes -= dv.msg.size
+		if dv.msg.expired(now) {
+			sess.dropLocked(DropExpired) // [MQTT-3.3.2-5]
+			continue
+		}
+		if dv.qos > 0 {
+			dv.id = sess.nextIDLocked()
+			dv.state = statePublish
+			sess.seq++
+			dv.seq = sess.seq
+		}
+		start := len(w.arena)
+		var ok bool
+		w.arena, ok = c.encodePublishLocked(w.arena, &dv, false, now)
+		if !ok {
+			w.arena = w.arena[:start]
+			sess.dropLocked(DropTooLarge) // [MQTT-3.1.2-25]
+			continue
+		}
+		hdr := w.arena[start:len(w.arena):len(w.arena)]
+		if dv.qos > 0 {
+			sess.inflight[dv.id] = dv
+		}
+		w.vec = append(w.vec, hdr)
+		if len(dv.msg.payload) > 0 {
+			w.vec = append(w.vec, dv.msg.payload)
+		}
+		bytes += len(hdr) + len(dv.msg.payload)
+		w.msgs++
+	}
+	if !sess.fullSince.IsZero() && sess.queue.len() < s.opts.MaxQueuedMessages && sess.queuedBytes < s.opts.MaxQueuedBytes {
+		sess.fullSince = time.Time{}
+	}
+	return len(w.vec), false
+}
+
+// vectorConn returns the connection to write vectors to with writev: nc
+// itself when it is a TCP or Unix connection, or the connection a wrapper
+// exposes with NetConn() (as crypto/tls does) when that is one. A wrapper
+// must only expose a connection its writes go to unchanged (a PROXY
+// protocol wrapper, not TLS). nil means no writev.
+func vectorConn(nc net.Conn) net.Conn {
+	for range 4 {
+		switch nc.(type) {
+		case *net.TCPConn, *net.UnixConn:
+			return nc
+		}
+		u, ok := nc.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		if _, isTLS := nc.(interface{ ConnectionState() tls.ConnectionState }); isTLS {
+			return nil // TLS encrypts: its writes are not the bytes below
+		}
+		nc = u.NetConn()
+	}
+	return nil
+}
+
+// encodePublishLocked appends the PUBLISH header for d to dst. The common
+// case copies the message's cached header and patches packet id and
+// flags; a header that differs per subscriber (subscription identifiers,
+// a topic alias, a remaining expiry) is encoded as a variant. ok is false
+// when the packet exceeds the client's Maximum Packet Size (dst is then
+// unusable past its original length).
+func (c *conn) encodePublishLocked(dst []byte, d *delivery, dup bool, now int64) ([]byte, bool) {
+	m := d.msg
+	v5 := c.version == packet.Version5
+	start := len(dst)
+	var alias uint16
+	newAlias := false
+	if v5 && c.outAliasMax > 0 {
+		alias, newAlias = c.outAlias(m.topic)
+	}
+	if v5 && (d.nSub > 0 || alias != 0 || m.expireAt != 0) {
+		p := packet.Publish{QoS: d.qos, Topic: m.topic, Payload: m.payload, Props: m.props}
+		if d.qos > 0 {
+			p.PacketID = d.id
+		}
+		if alias != 0 {
+			p.Props.Has.Set(packet.PropTopicAlias)
+			p.Props.TopicAlias = alias
+			if !newAlias {
+				p.Topic = nil // [MQTT-3.3.2-12] the alias stands for the topic
+			}
+		}
+		if m.expireAt != 0 {
+			p.Props.MessageExpiry = m.remainingExpiry(now) // [MQTT-3.3.2-6]
+		}
+		if d.nSub > 0 {
+			c.w.subIDs = d.appendSubIDs(c.w.subIDs[:0]) // [MQTT-3.3.4-3]
+			p.Props.SubscriptionIDs = c.w.subIDs
+		}
+		var err error
+		if dst, err = p.AppendHeader(dst, c.version); err != nil {
+			c.log.Error("encoding PUBLISH", "err", err)
+			return dst, false
+		}
+	} else {
+		h, err := m.header(c.version, d.qos)
+		if err != nil {
+			c.log.Error("encoding PUBLISH", "err", err)
+			return dst, false
+		}
+		dst = append(dst, h...)
+		if d.qos > 0 {
+			packet.SetPacketID(dst[start:], d.id)
+		}
+	}
+	packet.SetPublishFlags(dst[start:], dup && d.qos > 0, d.retain)
+	if c.maxOut > 0 && len(dst)-start+len(m.payload) > c.maxOut {
+		if newAlias {
+			delete(c.outAliases, string(m.topic))
+		}
+		return dst, false
+	}
+	return dst, true
+}
+
+// outAlias returns the outbound topic alias for name, assigning the next
+// free one while the client's Topic Alias Maximum allows; isNew reports a
+// fresh assignment (the topic must then be sent with the alias).
+func (c *conn) outAlias(name []byte) (alias uint16, isNew bool) {
+	if a, ok := c.outAliases[string(name)]; ok {
+		return a, false
+	}
+	if len(c.outAliases) >= int(c.outAliasMax) {
+		return 0, false
+	}
+	if c.outAliases == nil {
+		c.outAliases = make(map[string]uint16)
+	}
+	a := uint16(len(c.outAliases) + 1)
+	c.outAliases[string(name)] = a
+	return a, true
+}
