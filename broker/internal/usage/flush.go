@@ -29,6 +29,9 @@ type Flusher struct {
 	interval time.Duration
 	log      *slog.Logger
 	now      func() time.Time
+	// Sample, when set, is called at the start of every flush to bring the
+	// meter up to date (a node folds its shards' counters in here).
+	Sample func()
 
 	mu      sync.Mutex // serializes flushes; guards pending and lastSeq
 	pending *Batch
@@ -91,6 +94,9 @@ func (f *Flusher) Flush(ctx context.Context) error {
 			return err
 		}
 		f.pending = nil
+	}
+	if f.Sample != nil {
+		f.Sample()
 	}
 	now := f.now()
 	deltas := f.meter.take(now)

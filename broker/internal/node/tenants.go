@@ -1,0 +1,142 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"berth.dev/billing/plan"
+	"berth.dev/broker/internal/shard"
+	"berth.dev/broker/internal/usage"
+)
+
+// tenant is one tenant's shard on this node and what the node tracks of it.
+type tenant struct {
+	id    string
+	sh    *shard.Shard
+	usage *usage.Counters
+
+	mu    sync.Mutex
+	last  shard.Stats                      // counters already folded into usage
+	conns map[string]map[net.Conn]struct{} // live connections by credential id
+}
+
+// shardOptions maps a tenant's quotas onto its shard's limits.
+func shardOptions(q plan.Quotas, n *Node, tenantID string) shard.Options {
+	return shard.Options{
+		Logger:                    n.log.With("tenant_id", tenantID),
+		MaxPacketSize:             int(q.MaxMessageSize),
+		MaxInflight:               int(q.MaxInflight),
+		MaxQueuedBytes:            int(q.MaxQueuedBytes),
+		MaxSubscriptionsPerClient: int(q.MaxSubscriptions),
+	}
+}
+
+// tenant returns the tenant's shard, opening it on first use.
+func (n *Node) tenant(ctx context.Context, id string) (*tenant, error) {
+	n.mu.Lock()
+	t, ok := n.tenants[id]
+	closing := n.closing
+	n.mu.Unlock()
+	if closing {
+		return nil, errShuttingDown
+	}
+	if ok {
+		return t, nil
+	}
+	q, err := n.quotas.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if t, ok := n.tenants[id]; ok { // opened meanwhile
+		return t, nil
+	}
+	if n.closing {
+		return nil, errShuttingDown
+	}
+	sh := shard.New(shardOptions(q, n, id))
+	if err := sh.Start(n.ctx); err != nil {
+		return nil, fmt.Errorf("node: start shard for %s: %w", id, err)
+	}
+	t = &tenant{id: id, sh: sh, usage: n.meter.Tenant(id), conns: make(map[string]map[net.Conn]struct{})}
+	n.tenants[id] = t
+	n.log.Info("tenant shard opened", "tenant_id", id)
+	return t, nil
+}
+
+func (t *tenant) track(cred string, c net.Conn) {
+	t.mu.Lock()
+	m := t.conns[cred]
+	if m == nil {
+		m = make(map[net.Conn]struct{})
+		t.conns[cred] = m
+	}
+	m[c] = struct{}{}
+	t.mu.Unlock()
+	t.usage.Connected(time.Now())
+}
+
+func (t *tenant) untrack(cred string, c net.Conn) {
+	t.mu.Lock()
+	delete(t.conns[cred], c)
+	if len(t.conns[cred]) == 0 {
+		delete(t.conns, cred)
+	}
+	t.mu.Unlock()
+	t.usage.Disconnected(time.Now())
+}
+
+// closeCredential closes every live connection of a credential and reports
+// how many there were.
+func (t *tenant) closeCredential(cred string) int {
+	t.mu.Lock()
+	var cs []net.Conn
+	for c := range t.conns[cred] {
+		cs = append(cs, c)
+	}
+	t.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+	}
+	return len(cs)
+}
+
+// sample folds the shard's counters since the last sample into usage.
+func (t *tenant) sample() {
+	s := t.sh.Stats()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.usage.MessagesIn.Add(int64(s.MessagesIn - t.last.MessagesIn))
+	t.usage.MessagesOut.Add(int64(s.MessagesOut - t.last.MessagesOut))
+	t.usage.BytesIn.Add(int64(s.BytesIn - t.last.BytesIn))
+	t.usage.BytesOut.Add(int64(s.BytesOut - t.last.BytesOut))
+	for reason, v := range s.Dropped {
+		t.usage.AddDrops(reason, int64(v-t.last.Dropped[reason]))
+	}
+	t.last = s
+}
+
+// sampleAll brings every tenant's usage up to date.
+func (n *Node) sampleAll() {
+	n.mu.Lock()
+	ts := make([]*tenant, 0, len(n.tenants))
+	for _, t := range n.tenants {
+		ts = append(ts, t)
+	}
+	n.mu.Unlock()
+	for _, t := range ts {
+		t.sample()
+	}
+}
+
+// lookup returns an open tenant without opening it.
+func (n *Node) lookup(id string) (*tenant, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	t, ok := n.tenants[id]
+	return t, ok
+}
