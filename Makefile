@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-MODULES := broker gateway services billing migrations e2e testenv
+MODULES := broker gateway services billing migrations e2e testenv bench
 PKGS    := $(foreach m,$(MODULES),./$(m)/...)
 GO      ?= go
 DEV     := infra/dev
@@ -10,12 +10,12 @@ DEV     := infra/dev
 export BERTH_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:$(or $(BERTH_PG_PORT),54329)/postgres?sslmode=disable
 export BERTH_TEST_REDIS_URL    ?= redis://127.0.0.1:$(or $(BERTH_REDIS_PORT),63790)/0
 
-.PHONY: help run test lint bench fuzz dev-up dev-down build clean
+.PHONY: help run test lint bench bench-micro fuzz dev-up dev-down build clean
 
 help: ## show this help
 	@echo "Berth: multi-tenant hosted MQTT."
 	@echo
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 run: ## run the whole stack locally (Postgres, Redis, api, broker node, gateway) with a demo credential
 	@$(DEV)/run.sh
@@ -28,8 +28,11 @@ lint: ## gofmt, go vet and staticcheck over every module
 	$(GO) vet $(PKGS)
 	@$(DEV)/staticcheck.sh $(PKGS)
 
-bench: ## codec, topic, WAL and fan-out micro-benchmarks (-benchmem)
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 500ms ./broker/...
+bench: ## Berth vs mosquitto and mochi-mqtt on loopback, one table in bench/results/ (BENCH_FLAGS=-quick: smoke run)
+	@bench/run.sh $(BENCH_FLAGS)
+
+bench-micro: ## codec, topic, WAL, fan-out and quota micro-benchmarks (-benchmem)
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 500ms ./broker/... ./gateway/...
 
 fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	@$(DEV)/fuzz.sh $(or $(FUZZTIME),30s)
