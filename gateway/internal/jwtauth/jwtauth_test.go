@@ -111,6 +111,9 @@ func claims(mod func(map[string]any)) map[string]any {
 	return c
 }
 
+// testMinRefresh spaces unknown-kid fetches in tests.
+const testMinRefresh = 100 * time.Millisecond
+
 func hdr(kid string) map[string]any { return map[string]any{"alg": "EdDSA", "typ": "JWT", "kid": kid} }
 
 func newVerifier(t *testing.T, s *jwksServer, minRefresh time.Duration) (*Verifier, *KeySet) {
@@ -213,7 +216,7 @@ func TestKeyRotation(t *testing.T) {
 	pub1, priv1 := newKey(t)
 	pub2, priv2 := newKey(t)
 	srv.set("k1", pub1)
-	v, _ := newVerifier(t, srv, time.Hour)
+	v, _ := newVerifier(t, srv, testMinRefresh)
 	ctx := context.Background()
 
 	if _, err := v.Verify(ctx, "crd_abc", []byte(sign(t, hdr("k1"), claims(nil), priv1))); err != nil {
@@ -223,16 +226,21 @@ func TestKeyRotation(t *testing.T) {
 		t.Fatalf("fetches after first token = %d, want 1", n)
 	}
 	// k2 is unknown at first: the API has not published it yet. The miss
-	// fetches once; the next miss within MinRefresh does not fetch again.
+	// fetches once (no sooner than MinRefresh after the last fetch) and is
+	// refused; once published, the next miss fetches again and succeeds.
+	start := time.Now()
 	if _, err := v.Verify(ctx, "crd_abc", []byte(sign(t, hdr("k2"), claims(nil), priv2))); !errors.Is(err, ErrUnknownKey) {
 		t.Fatalf("unknown k2: %v, want ErrUnknownKey", err)
 	}
 	srv.set("k2", pub2)
-	if _, err := v.Verify(ctx, "crd_abc", []byte(sign(t, hdr("k2"), claims(nil), priv2))); !errors.Is(err, ErrUnknownKey) {
-		t.Fatalf("k2 within MinRefresh: %v, want ErrUnknownKey (rate-limited)", err)
+	if _, err := v.Verify(ctx, "crd_abc", []byte(sign(t, hdr("k2"), claims(nil), priv2))); err != nil {
+		t.Fatalf("k2 published just after a fetch: %v, want it accepted after the refresh window", err)
 	}
-	if n := srv.fetches.Load(); n != 1 {
-		t.Fatalf("fetches = %d, want 1: a miss inside MinRefresh must not fetch", n)
+	if n := srv.fetches.Load(); n != 3 {
+		t.Fatalf("fetches = %d, want 3", n)
+	}
+	if took := time.Since(start); took < 2*testMinRefresh {
+		t.Fatalf("two refetches took %v: not spaced by MinRefresh (%v)", took, testMinRefresh)
 	}
 
 	// With a MinRefresh that has passed, the rotated-in key is fetched.
@@ -255,7 +263,7 @@ func TestConcurrentUnknownKidFetchesOnce(t *testing.T) {
 	srv := newJWKSServer(t)
 	pub, _ := newKey(t)
 	srv.set("k1", pub)
-	v, ks := newVerifier(t, srv, time.Hour)
+	v, ks := newVerifier(t, srv, testMinRefresh)
 	if err := ks.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -270,8 +278,8 @@ func TestConcurrentUnknownKidFetchesOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := srv.fetches.Load(); n != 1 {
-		t.Fatalf("fetches = %d, want 1 (the initial refresh; the misses are rate-limited)", n)
+	if n := srv.fetches.Load(); n != 2 {
+		t.Fatalf("fetches = %d, want 2 (the initial refresh, then one fetch shared by all 50 misses)", n)
 	}
 }
 
@@ -279,7 +287,7 @@ func TestPeriodicRefreshDropsRemovedKey(t *testing.T) {
 	srv := newJWKSServer(t)
 	pub, priv := newKey(t)
 	srv.set("k1", pub)
-	ks := NewKeySet(KeySetOptions{URL: srv.url(), MinRefresh: time.Hour, RefreshEvery: 20 * time.Millisecond})
+	ks := NewKeySet(KeySetOptions{URL: srv.url(), MinRefresh: testMinRefresh, RefreshEvery: 20 * time.Millisecond})
 	v := NewVerifier(ks, VerifierOptions{Now: func() time.Time { return now }})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -28,7 +28,7 @@ const maxJWKSBytes = 1 << 20
 type KeySetOptions struct {
 	URL          string        // the JWKS URL, e.g. http://api:8080/v1/.well-known/jwks.json
 	Client       *http.Client  // http.Client with a 5 s timeout
-	MinRefresh   time.Duration // least time between two fetches triggered by unknown kids; 10 s
+	MinRefresh   time.Duration // least time between two fetches triggered by unknown kids; 1 s
 	RefreshEvery time.Duration // periodic refresh; 5 min
 	Logger       *slog.Logger  // slog.New(slog.DiscardHandler)
 	Now          func() time.Time
@@ -58,7 +58,7 @@ func NewKeySet(opt KeySetOptions) *KeySet {
 		opt.Client = &http.Client{Timeout: 5 * time.Second}
 	}
 	if opt.MinRefresh <= 0 {
-		opt.MinRefresh = 10 * time.Second
+		opt.MinRefresh = time.Second
 	}
 	if opt.RefreshEvery <= 0 {
 		opt.RefreshEvery = 5 * time.Minute
@@ -190,6 +190,7 @@ func (k *KeySet) Key(ctx context.Context, kid string) (ed25519.PublicKey, error)
 	if key, ok, _ := k.lookup(kid); ok {
 		return key, nil
 	}
+	arrived := k.opt.Now()
 	k.fetchMu.Lock()
 	defer k.fetchMu.Unlock()
 	// Someone else may have fetched while we waited.
@@ -198,7 +199,21 @@ func (k *KeySet) Key(ctx context.Context, kid string) (ed25519.PublicKey, error)
 		return key, nil
 	}
 	var ferr error
-	if k.opt.Now().Sub(last) >= k.opt.MinRefresh {
+	// A fetch that finished after this miss arrived already answered it, so
+	// concurrent misses share one fetch. Otherwise fetch, but no sooner than
+	// MinRefresh after the last one: wait out the rest rather than refuse,
+	// so a key the API just published is never turned away, while a client
+	// spraying random kids still causes at most one fetch per MinRefresh.
+	if last.Before(arrived) {
+		if wait := k.opt.MinRefresh - k.opt.Now().Sub(last); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			}
+		}
 		ferr = k.fetchLocked(ctx)
 		if key, ok, _ = k.lookup(kid); ok {
 			return key, nil

@@ -82,6 +82,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// A signing key must exist before the first request: a gateway that
+	// fetched an empty JWKS would refuse the first tokens.
+	if _, _, err := keyring.Rotate(ctx, cfg.KeyRotation); err != nil {
+		return fmt.Errorf("signing key: %w", err)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	router, err := httpapi.NewRouter(httpapi.Options{
