@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"berth.dev/broker/internal/wal"
 )
 
 // Config is the broker binary's configuration.
@@ -18,7 +20,10 @@ type Config struct {
 	Username       string
 	Password       string
 	DataDir        string
-	LogFormat      string // "text" or "json"
+	Fsync          string        // -fsync: always, interval or never
+	FsyncInterval  time.Duration // -fsync-interval, for interval
+	ReplayHistory  time.Duration // -replay-history: log kept for berth-replay-from
+	LogFormat      string        // "text" or "json"
 	LogLevel       string
 	MaxPacketSize  int
 	MaxQueued      int
@@ -26,6 +31,19 @@ type Config struct {
 	MaxKeepAlive   int
 	SysInterval    time.Duration
 	ShutdownGrace  time.Duration
+
+	// Node mode (set by -node-id): tenant shards behind a PROXY-v2-only
+	// listener, fed by gateways; see nodeConfig.
+	NodeID         string
+	InternalListen string
+	AdminListen    string
+	AdvertiseMQTT  string
+	AdvertiseAdmin string
+	DatabaseURL    string
+	ProxySecret    string
+	NodeToken      string
+	Capacity       int
+	UsageInterval  time.Duration
 }
 
 // defaultConfig is the one place defaults live.
@@ -35,10 +53,18 @@ func defaultConfig() Config {
 		LogFormat:     "text",
 		LogLevel:      "info",
 		MaxPacketSize: 1 << 20,
+		Fsync:         "interval",
+		FsyncInterval: 100 * time.Millisecond,
+		ReplayHistory: time.Hour,
 		MaxQueued:     10_000,
 		MaxInflight:   1024,
 		SysInterval:   10 * time.Second,
 		ShutdownGrace: 10 * time.Second,
+
+		InternalListen: ":7883",
+		AdminListen:    ":7880",
+		Capacity:       1000,
+		UsageInterval:  10 * time.Second,
 	}
 }
 
@@ -65,7 +91,10 @@ Flags:
 	fs.BoolVar(&cfg.AllowAnonymous, "allow-anonymous", cfg.AllowAnonymous, "accept clients without a user name")
 	fs.StringVar(&cfg.Username, "username", cfg.Username, "user name clients may connect with (with -password); without it only anonymous clients are served")
 	fs.StringVar(&cfg.Password, "password", cfg.Password, "password for -username (prefer BERTH_PASSWORD)")
-	fs.StringVar(&cfg.DataDir, "data", cfg.DataDir, "data directory (created if missing); state is in memory until the storage engine lands, so nothing survives a restart yet")
+	fs.StringVar(&cfg.DataDir, "data", cfg.DataDir, "data directory (created if missing): sessions, queued and retained messages survive restarts; empty keeps everything in memory")
+	fs.StringVar(&cfg.Fsync, "fsync", cfg.Fsync, "with -data: always (QoS 1/2 acknowledged after fsync, group commit), interval or never")
+	fs.DurationVar(&cfg.FsyncInterval, "fsync-interval", cfg.FsyncInterval, "with -data -fsync interval: the bound on unsynced time")
+	fs.DurationVar(&cfg.ReplayHistory, "replay-history", cfg.ReplayHistory, "with -data: how long QoS 1/2 messages stay in the log for berth-replay-from subscribers once no session needs them")
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "log format: text or json")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level: debug, info, warn, error")
 	fs.IntVar(&cfg.MaxPacketSize, "max-packet-size", cfg.MaxPacketSize, "largest accepted MQTT packet in bytes")
@@ -74,6 +103,16 @@ Flags:
 	fs.IntVar(&cfg.MaxKeepAlive, "max-keepalive", cfg.MaxKeepAlive, "cap on client keep alive in seconds (MQTT 5); 0 = none")
 	fs.DurationVar(&cfg.SysInterval, "sys-interval", cfg.SysInterval, "$SYS publish interval; negative disables")
 	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long SIGTERM waits for clients to be flushed")
+	fs.StringVar(&cfg.NodeID, "node-id", cfg.NodeID, "run as a Berth node with this id (multi-tenant, behind gateways) instead of standalone")
+	fs.StringVar(&cfg.InternalListen, "internal-listen", cfg.InternalListen, "node: MQTT listener for gateways (PROXY v2 header required)")
+	fs.StringVar(&cfg.AdminListen, "admin-listen", cfg.AdminListen, "node: internal admin HTTP listener")
+	fs.StringVar(&cfg.AdvertiseMQTT, "advertise-mqtt", cfg.AdvertiseMQTT, "node: address gateways dial (default: the bound -internal-listen)")
+	fs.StringVar(&cfg.AdvertiseAdmin, "advertise-admin", cfg.AdvertiseAdmin, "node: address the API dials (default: the bound -admin-listen)")
+	fs.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "node: Postgres URL (also DATABASE_URL)")
+	fs.StringVar(&cfg.ProxySecret, "proxy-secret", cfg.ProxySecret, "node: HMAC secret shared with the gateways (prefer BERTH_PROXY_SECRET)")
+	fs.StringVar(&cfg.NodeToken, "node-token", cfg.NodeToken, "node: bearer token of the admin API (prefer BERTH_NODE_TOKEN)")
+	fs.IntVar(&cfg.Capacity, "capacity", cfg.Capacity, "node: tenants this node is sized for (placement)")
+	fs.DurationVar(&cfg.UsageInterval, "usage-interval", cfg.UsageInterval, "node: how often usage is flushed to Postgres")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -91,6 +130,9 @@ Flags:
 			}
 		}
 	})
+	if cfg.DatabaseURL == "" {
+		cfg.DatabaseURL = getenv("DATABASE_URL")
+	}
 	if err := errors.Join(errs...); err != nil {
 		return cfg, err
 	}
@@ -100,6 +142,18 @@ Flags:
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	var errs []error
+	if c.NodeID != "" {
+		return c.validateNode()
+	}
+	if _, err := wal.ParsePolicy(c.Fsync); err != nil {
+		errs = append(errs, fmt.Errorf("config: -fsync: %w", err))
+	}
+	if c.FsyncInterval <= 0 {
+		errs = append(errs, errors.New("config: -fsync-interval must be positive"))
+	}
+	if c.ReplayHistory < 0 {
+		errs = append(errs, errors.New("config: -replay-history must not be negative"))
+	}
 	if c.Listen == "" && c.WSListen == "" {
 		errs = append(errs, errors.New("config: -listen or -ws-listen is required"))
 	}

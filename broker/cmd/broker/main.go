@@ -43,15 +43,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, ready f
 	if err := cfg.ensureDataDir(); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
+	if cfg.NodeID != "" {
+		return runNode(ctx, cfg, log)
+	}
 
-	sh := shard.New(shard.Options{
+	sopts := shard.Options{
 		Logger:            log,
 		MaxPacketSize:     cfg.MaxPacketSize,
 		MaxQueuedMessages: cfg.MaxQueued,
 		MaxInflight:       cfg.MaxInflight,
 		MaxKeepAlive:      uint16(cfg.MaxKeepAlive),
 		SysInterval:       cfg.SysInterval,
-	})
+	}
+	st, err := openStorage(cfg, log)
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		defer func() { _ = st.Close() }() // after the shard's Shutdown
+		sopts.Store, sopts.MessageLog = st, st.Messages()
+		sopts.ReplayHistory = cfg.ReplayHistory
+	}
+	sh := shard.New(sopts)
 	if err := sh.Start(ctx); err != nil {
 		return err
 	}

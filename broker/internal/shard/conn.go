@@ -51,6 +51,9 @@ type conn struct {
 	ctrlFull   atomic.Bool // ctrl outgrew its bound: the client does not read
 	closing    bool
 	kickReason packet.ReasonCode
+	// pendingAcks wait for their message's fsync (wal.SyncAlways), in
+	// the order the PUBLISH packets came [MQTT-4.6.0-2].
+	pendingAcks []pendingAck
 
 	wake       chan struct{}
 	quit       chan struct{}

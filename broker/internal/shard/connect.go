@@ -228,6 +228,19 @@ func (c *conn) redeliverLocked() {
 			requeue = append(requeue, *d)
 			continue
 		}
+		if d.msg.stored {
+			// Redelivery goes out with the control packets: read the
+			// payload back from the log.
+			m, err := c.shard.materialize(d.msg)
+			if err != nil {
+				c.log.Warn("inflight message unreadable; dropped", "err", err)
+				delete(sess.inflight, d.id)
+				sess.dropLocked(DropExpired)
+				continue
+			}
+			d.msg = m
+			sess.inflight[d.id] = *d
+		}
 		start := len(c.ctrl)
 		hdr, ok := c.encodePublishLocked(c.ctrl, d, true, now)
 		if !ok {
@@ -239,6 +252,26 @@ func (c *conn) redeliverLocked() {
 		c.ctrl = append(hdr, d.msg.payload...)
 		c.shard.stats.msgsOut.Add(1)
 		inWindow++
+	}
+	// Stored messages go back to the front of the stored ring (it is
+	// drained before the queue), the others to the front of the queue.
+	var front []storedEntry
+	mem := requeue[:0]
+	for _, d := range requeue {
+		if d.msg.stored {
+			front = append(front, d.storedEntry())
+		} else {
+			mem = append(mem, d)
+		}
+	}
+	requeue = mem
+	if len(front) > 0 {
+		for sess.stored.len() > 0 {
+			front = append(front, sess.stored.pop())
+		}
+		for _, e := range front {
+			sess.stored.push(e)
+		}
 	}
 	if len(requeue) > 0 {
 		for _, d := range requeue {

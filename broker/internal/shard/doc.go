@@ -43,6 +43,46 @@
 // nothing per subscriber (pinned by TestRouteAllocations and
 // TestEncodeAllocations).
 //
+// # Durability (Options.MessageLog)
+//
+// With a message log (store.WAL.Messages) every QoS 1/2 PUBLISH is
+// appended to the tenant's log while the shard's read lock is held, then
+// routed; QoS 0 never touches the log. Record key = the message metadata
+// (store.AppendMeta), payload = the application payload as-is.
+//
+//	reader: decode ─▶ append (write(2)) ─▶ route ─▶ ack parked on the conn
+//	ackLoop: WaitDurable(highest parked offset) ─▶ release acks ─▶ writer
+//
+// Under wal.SyncAlways a PUBACK/PUBREC goes out only once its record is
+// fsynced, but the reader never waits: acks are parked in order
+// [MQTT-4.6.0-2] and one goroutine per shard group-commits them. Under
+// SyncInterval and SyncNever acks go out at once.
+//
+// A session's pending messages that live in the log are storedEntry
+// values (offset, QoS, RETAIN, subscription id: 16 bytes), in the
+// session's stored ring, which the writer drains before its in-memory
+// queue. An offline persistent session receives only these; on
+// disconnect its queued logged messages are turned into them. The writer
+// sends a stored message as its per-subscriber header (writev) followed by
+// the payload straight from the segment file (sendfile(2) at an explicit
+// offset, through the raw socket), or through a pooled buffer on TLS and
+// WebSocket connections:
+//
+//	writev [ctrl, hdr1] ─▶ sendfile(seg, pos1, n1) ─▶ writev [hdr2] ─▶ ...
+//
+// Every CheckpointInterval each changed session's cursor (the lowest log
+// offset it still needs) is computed under the shard lock (so no message
+// is appended but unrouted) and saved with the session record; segments
+// below every cursor (and older than ReplayHistory) are deleted. After a restart the pending rings are
+// rebuilt by scanning the log from the lowest cursor and matching each
+// message against the restored subscriptions. A stale cursor means QoS 1
+// redelivery after a crash, never loss.
+//
+// A v5 SUBSCRIBE with the user property berth-replay-from (RFC 3339 time
+// or log offset) subscribes under the shard lock, noting the log end, then
+// hands the session the stored messages matching the filter from there to
+// that end; the writer holds live messages back until they are in place.
+//
 // # Locks
 //
 // Shard.mu (sessions, connections) is taken before session.mu, never the

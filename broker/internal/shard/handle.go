@@ -107,11 +107,18 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 	if allowed && c.info.Authorizer != nil {
 		allowed = c.info.Authorizer.CanPublish(name)
 	}
+	code, drop := packet.ErrNotAuthorized, DropNotAuthorized
+	if allowed {
+		var err error
+		if code, err = c.admitPublish(name, p); err != nil {
+			return err // over the size quota, or a sustained rate abuse
+		}
+		allowed, drop = code == packet.CodeSuccess, DropQuotaExceeded
+	}
 	if !allowed {
 		sess.mu.Lock()
-		sess.dropLocked(DropNotAuthorized)
+		sess.dropLocked(drop)
 		sess.mu.Unlock()
-		code := packet.ErrNotAuthorized
 		if c.version != packet.Version5 {
 			// [MQTT-3.3.5-2] 3.1.1 cannot say no: acknowledge and drop.
 			code = packet.CodeSuccess
@@ -131,18 +138,13 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 	}
 	m := newMessage(p, name, time.Now(), sess.id)
 	matched := s.publish(m, &c.matches)
-	code := packet.CodeSuccess
+	code = packet.CodeSuccess
 	if matched == 0 && c.version == packet.Version5 {
 		code = packet.CodeNoMatchingSubscribers
 	}
-	switch p.QoS {
-	case 1:
-		c.sendAck(packet.TypePuback, p.PacketID, code) // [MQTT-4.3.2-4]
-	case 2:
-		sess.mu.Lock()
-		sess.awaitingRel[p.PacketID] = struct{}{}
-		sess.mu.Unlock()
-		c.sendAck(packet.TypePubrec, p.PacketID, code) // [MQTT-4.3.3-8]
+	if p.QoS > 0 {
+		// [MQTT-4.3.2-4] [MQTT-4.3.3-8], after the fsync under -fsync always.
+		return c.ackPublish(m, p.QoS, p.PacketID, code)
 	}
 	return nil
 }
@@ -150,6 +152,10 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 // sendAck queues a PUBACK, PUBREC, PUBREL or PUBCOMP.
 func (c *conn) sendAck(t packet.Type, id uint16, code packet.ReasonCode) {
 	c.sess.mu.Lock()
+	if c.queueBehindLocked(t, id, code) {
+		c.sess.mu.Unlock()
+		return // [MQTT-4.6.0-2] after the acks waiting for their fsync
+	}
 	c.ackOut = packet.Ack{Type: t, PacketID: id, Reason: code}
 	c.sendLocked(&c.ackOut)
 	c.sess.mu.Unlock()
@@ -220,6 +226,10 @@ func (c *conn) handleSubscribe(p *packet.Subscribe) error {
 		opts   topic.Options
 	}
 	var sendRetained []retainedReq
+	replay, err := c.replayRequest(p)
+	if err != nil {
+		return err
+	}
 	for i, sub := range p.Subscriptions {
 		filter := string(sub.Filter)
 		opts := topic.Options{
@@ -240,11 +250,11 @@ func (c *conn) handleSubscribe(p *packet.Subscribe) error {
 			fail(packet.ErrNotAuthorized)
 			continue
 		}
-		if s.tree.Count(sess.id) >= s.opts.MaxSubscriptionsPerClient && !c.hasSubscription(filter) {
+		if s.tree.Count(sess.id) >= c.maxSubscriptions() && !c.hasSubscription(filter) {
 			fail(packet.ErrQuotaExceeded)
 			continue
 		}
-		existed, err := s.tree.Subscribe(sess.id, filter, opts)
+		existed, err := c.subscribeFilter(filter, opts, replay)
 		switch {
 		case errors.Is(err, topic.ErrSharedNoLocal):
 			return packet.ErrProtocol // [MQTT-3.8.3-4]
@@ -258,11 +268,13 @@ func (c *conn) handleSubscribe(p *packet.Subscribe) error {
 			sendRetained = append(sendRetained, retainedReq{filter, opts})
 		}
 	}
+	c.persistSubscriptions() // durable before the SUBACK
 	ack := packet.Suback{PacketID: p.PacketID, Reasons: reasons}
 	sess.mu.Lock()
 	c.sendLocked(&ack) // [MQTT-3.8.4-1]
 	sess.mu.Unlock()
 	c.wakeWriter()
+	c.runReplay(replay)
 	now := time.Now()
 	for _, r := range sendRetained {
 		c.queueRetained(r.filter, r.opts, now)
@@ -324,6 +336,7 @@ func (c *conn) handleUnsubscribe(p *packet.Unsubscribe) error {
 			ack.Reasons[i] = packet.CodeNoSubscriptionExisted
 		}
 	}
+	c.persistSubscriptions()
 	c.send(&ack) // [MQTT-3.10.4-4]
 	return nil
 }

@@ -26,6 +26,15 @@ type message struct {
 	size      int // bytes counted against queue limits
 	propBytes int // variable-length property bytes, to size headers
 
+	// off is the message's offset in the message log plus one; 0 when it
+	// was not logged. A stored message was read back from the log: its
+	// payload (payLen bytes) stays in the segment file and is sent from
+	// there (sendfile), payload is nil.
+	off    uint64
+	stored bool
+	payLen int
+	lost   bool // the log append failed: never acknowledge it as durable
+
 	// Cached encoded PUBLISH headers (fixed header, topic, placeholder
 	// packet id, properties) per protocol and QoS, built on first use and
 	// immutable afterwards; writers copy one and patch the packet id and
@@ -156,6 +165,9 @@ func (m *message) header(version, qos byte) ([]byte, error) {
 	h, err := p.AppendHeader(dst, version)
 	if err != nil {
 		return nil, err
+	}
+	if m.stored {
+		h = addRemaining(h, 0, m.payLen)
 	}
 	if m.nreg > 0 && cap(h) == cap(dst) {
 		// Encoded in place, in the current region.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"berth.dev/broker/internal/store"
+	"berth.dev/broker/internal/wal"
 )
 
 // Options configure one shard. The zero value of a field means its
@@ -17,6 +18,20 @@ type Options struct {
 	// store.Memory, closed by Shutdown. A Store passed in is the
 	// caller's to close, after Shutdown.
 	Store store.Store
+	// MessageLog, when set, is the tenant's message log (see
+	// store.WAL.Messages): every QoS 1/2 message is appended to it, offline
+	// persistent sessions keep offsets into it instead of copies, and
+	// pending messages are rebuilt from it after a restart. Under
+	// wal.SyncAlways a PUBACK/PUBREC goes out only once its record is
+	// fsynced. The caller closes it, after Shutdown.
+	MessageLog *wal.Log
+	// CheckpointInterval is how often sessions' log cursors are saved and
+	// message-log segments no session needs are deleted. Default 1 s.
+	CheckpointInterval time.Duration
+	// ReplayHistory is how long message-log segments are kept after no
+	// session needs them, for berth-replay-from subscribers. 0 keeps only
+	// what sessions need.
+	ReplayHistory time.Duration
 
 	// MaxPacketSize is the largest packet accepted from a client, fixed
 	// header included, and announced as Maximum Packet Size in an MQTT 5
@@ -115,6 +130,9 @@ func (o Options) withDefaults() Options {
 	case o.TopicAliasMaximum > 65535:
 		o.TopicAliasMaximum = 65535
 	}
+	if o.CheckpointInterval <= 0 {
+		o.CheckpointInterval = time.Second
+	}
 	if o.SysInterval == 0 {
 		o.SysInterval = defaultSysInterval
 	}
@@ -147,4 +165,7 @@ type ConnInfo struct {
 	// Authenticate checks a user name and password; nil accepts any
 	// credentials (a gateway already checked them).
 	Authenticate func(username, password []byte) bool
+	// Limiter enforces the tenant's live quotas on this connection; nil
+	// means no quotas beyond Options.
+	Limiter Limiter
 }

@@ -3,7 +3,6 @@ package shard
 import (
 	"time"
 
-	"berth.dev/broker/internal/store"
 	"berth.dev/broker/internal/topic"
 	"berth.dev/broker/packet"
 )
@@ -110,23 +109,22 @@ func (s *Shard) detach(c *conn, sendWill bool) {
 		sess.queue.push(sess.queue.pop())
 		i++
 	}
+	if s.log != nil && expiry != 0 {
+		sess.toStoredLocked()
+		sess.cursor = sess.cursorLocked(s.log.NextOffset()) // s.mu is held
+	}
 	if expiry != 0 && expiry != neverExpires && !s.closing {
 		sess.expiryTimer = time.AfterFunc(time.Duration(expiry)*time.Second, s.expireFunc(sess, sess.gen))
 	}
 	sess.mu.Unlock()
-	var rec *store.Session
 	if expiry == 0 {
 		if w := s.endSessionLocked(sess); w != nil && will == nil {
 			will = w
 		}
-	} else {
-		rec = s.sessionRecord(sess)
 	}
 	s.mu.Unlock()
-	if rec != nil {
-		if err := s.store.SaveSession(rec); err != nil {
-			s.opts.Logger.Warn("saving session", "client_id", rec.ClientID, "err", err)
-		}
+	if expiry != 0 {
+		s.saveSession(sess)
 	} else {
 		s.forget(sess.clientID)
 	}
@@ -147,6 +145,12 @@ func (s *Shard) publish(m *message, matches *topic.Matches) int {
 	var kicks [4]*conn
 	nk := 0
 	s.mu.RLock()
+	if s.log != nil && m.qos > 0 && m.off == 0 {
+		if err := s.appendLocked(m); err != nil {
+			m.lost = true
+			s.opts.Logger.Error("appending to the message log", "err", err)
+		}
+	}
 	s.tree.Match(m.topic, m.publisher, matches)
 	for i := range matches.Deliveries {
 		md := &matches.Deliveries[i]

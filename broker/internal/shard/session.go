@@ -70,6 +70,15 @@ type session struct {
 	fullSince   time.Time           // when the queue first hit its limit; zero if not full
 	dropped     [numDropReasons]uint64
 	pendingWill *message // will waiting for its delay or the session end
+	// stored are deliveries whose message lives in the message log
+	// (offline persistent sessions, restart, replay); they go out before
+	// queue. replaying > 0 holds queue back while a replay is collected.
+	stored    offRing
+	replaying int
+	// cursor is the lowest log offset the session may still need (saved
+	// with the session); dirty means it may have moved.
+	cursor      uint64
+	dirty       bool
 	willTimer   *time.Timer
 	expiryTimer *time.Timer
 }
@@ -95,6 +104,16 @@ func (sess *session) enqueue(d *delivery, now time.Time) (kick *conn) {
 	c := sess.conn
 	if c == nil && d.qos == 0 {
 		sess.dropLocked(DropOffline)
+		sess.mu.Unlock()
+		return nil
+	}
+	if c == nil && d.msg.off != 0 {
+		// Offline: keep an offset into the log, not the message.
+		if sess.stored.len()+sess.queue.len() >= s.opts.MaxQueuedMessages {
+			sess.dropLocked(DropQueueFull)
+		} else {
+			sess.stored.push(d.storedEntry())
+		}
 		sess.mu.Unlock()
 		return nil
 	}
@@ -164,6 +183,10 @@ func (sess *session) dropAllLocked() {
 		sess.dropLocked(DropSessionEnded)
 	}
 	sess.queuedBytes = 0
+	for sess.stored.len() > 0 {
+		sess.stored.pop()
+		sess.dropLocked(DropSessionEnded)
+	}
 	clear(sess.inflight)
 	clear(sess.awaitingRel)
 }
@@ -190,10 +213,57 @@ func (r *ring) push(d delivery) {
 
 func (r *ring) peek() *delivery { return &r.buf[r.head] }
 
+func (r *ring) at(i int) *delivery { return &r.buf[(r.head+i)%len(r.buf)] }
+
 func (r *ring) pop() delivery {
 	d := r.buf[r.head]
 	r.buf[r.head] = delivery{}
 	r.head = (r.head + 1) % len(r.buf)
 	r.size--
 	return d
+}
+
+// storedEntry is the log form of a delivery of a logged message.
+func (d *delivery) storedEntry() storedEntry {
+	e := storedEntry{off: d.msg.off - 1, qos: d.qos, retain: d.retain}
+	if d.nSub > 0 {
+		e.subID = d.subIDs[0]
+	}
+	return e
+}
+
+// toStoredLocked moves the queued deliveries of logged messages to the
+// stored ring, keeping their order, so an offline session holds offsets,
+// not messages. Deliveries of unlogged messages (retained ones queued on
+// subscribe) stay queued.
+func (sess *session) toStoredLocked() {
+	for i, n := 0, sess.queue.len(); i < n; i++ {
+		d := sess.queue.pop()
+		if d.msg.off != 0 {
+			sess.queuedBytes -= d.msg.size
+			sess.stored.push(d.storedEntry())
+			continue
+		}
+		sess.queue.push(d)
+	}
+}
+
+// cursorLocked is the lowest log offset the session still needs: its
+// stored, queued and inflight messages; next when it needs none.
+func (sess *session) cursorLocked(next uint64) uint64 {
+	cur := next
+	for i := 0; i < sess.stored.len(); i++ {
+		cur = min(cur, sess.stored.at(i).off)
+	}
+	for i := 0; i < sess.queue.len(); i++ {
+		if m := sess.queue.at(i).msg; m.off != 0 {
+			cur = min(cur, m.off-1)
+		}
+	}
+	for _, d := range sess.inflight {
+		if d.msg != nil && d.msg.off != 0 {
+			cur = min(cur, d.msg.off-1)
+		}
+	}
+	return cur
 }

@@ -10,6 +10,7 @@ import (
 
 	"berth.dev/broker/internal/store"
 	"berth.dev/broker/internal/topic"
+	"berth.dev/broker/internal/wal"
 	"berth.dev/broker/packet"
 )
 
@@ -26,9 +27,13 @@ type Shard struct {
 	tree     *topic.Tree
 	retained *topic.Retained[*message]
 	store    store.Store
-	ownStore bool // created by New, so closed by Shutdown
+	ownStore bool       // created by New, so closed by Shutdown
+	log      *wal.Log   // the message log; nil keeps messages in memory only
+	saveMu   sync.Mutex // orders session records written to the store
+	acks     ackSyncer
 	started  time.Time
 	stats    counters
+	topics   topicStats    // per-topic traffic for the admin view
 	connSeq  atomic.Uint64 // conn_id in logs
 
 	mu       sync.RWMutex
@@ -56,6 +61,7 @@ func New(opts Options) *Shard {
 		retained: topic.NewRetained[*message](),
 		store:    opts.Store,
 		ownStore: ownStore,
+		log:      opts.MessageLog,
 		started:  time.Now(),
 		sessions: make(map[string]*session),
 		byID:     make(map[topic.SubscriberID]*session),
@@ -63,6 +69,7 @@ func New(opts Options) *Shard {
 		stopBg:   make(chan struct{}),
 	}
 	s.matches.New = func() any { return new(topic.Matches) }
+	s.acks.init()
 	s.load()
 	return s
 }
@@ -83,6 +90,7 @@ func (s *Shard) load() {
 	err = s.store.Sessions(func(ss *store.Session) bool {
 		sess := s.newSessionLocked(ss.ClientID)
 		sess.expiry = ss.ExpiryInterval
+		sess.cursor = ss.Cursor
 		for _, sub := range ss.Subscriptions {
 			_, _ = s.tree.Subscribe(sess.id, sub.Filter, topic.Options{
 				QoS: sub.QoS, NoLocal: sub.NoLocal, RetainAsPublished: sub.RetainAsPublished,
@@ -97,6 +105,15 @@ func (s *Shard) load() {
 	})
 	if err != nil {
 		s.opts.Logger.Warn("loading sessions", "err", err)
+	}
+	if s.log != nil {
+		start := time.Now()
+		n, err := s.rebuildPending()
+		if err != nil {
+			s.opts.Logger.Error("rebuilding pending messages from the log", "err", err)
+		}
+		s.opts.Logger.Info("pending messages rebuilt from the log", "sessions", len(s.sessions),
+			"pending", n, "took", time.Since(start))
 	}
 }
 
@@ -115,6 +132,11 @@ func (s *Shard) Start(ctx context.Context) error {
 	if s.opts.SysInterval > 0 {
 		s.bgwg.Add(1)
 		go s.sysLoop()
+	}
+	if s.log != nil {
+		s.bgwg.Add(2)
+		go s.checkpointLoop()
+		go s.ackLoop()
 	}
 	return nil
 }
@@ -165,27 +187,50 @@ func (s *Shard) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-// saveSessions writes every persistent session to the store.
+// saveSessions writes every persistent session to the store, with its
+// cursor as of now.
 func (s *Shard) saveSessions() {
-	var recs []*store.Session
-	s.mu.RLock()
-	for _, sess := range s.sessions {
-		if sess.expiry != 0 {
-			recs = append(recs, s.sessionRecord(sess))
-		}
+	var list []*session
+	s.mu.Lock()
+	var next uint64
+	if s.log != nil {
+		next = s.log.NextOffset()
 	}
-	s.mu.RUnlock()
-	for _, rec := range recs {
-		if err := s.store.SaveSession(rec); err != nil {
-			s.opts.Logger.Warn("saving session", "client_id", rec.ClientID, "err", err)
+	for _, sess := range s.sessions {
+		sess.mu.Lock()
+		if sess.expiry != 0 {
+			if s.log != nil {
+				sess.cursor = sess.cursorLocked(next)
+			}
+			list = append(list, sess)
 		}
+		sess.mu.Unlock()
+	}
+	s.mu.Unlock()
+	s.saveCursors(list) // one batch, one fsync
+}
+
+// saveSession writes the record of sess (subscriptions as of now, its
+// last cursor). Records are written one at a time, so a record built
+// before a subscription change never lands after one built after it.
+func (s *Shard) saveSession(sess *session) {
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	if !s.current(sess) {
+		return // ended meanwhile: its deletion must stay the last word
+	}
+	rec := s.sessionRecord(sess)
+	if err := s.store.SaveSession(rec); err != nil {
+		s.opts.Logger.Warn("saving session", "client_id", rec.ClientID, "err", err)
 	}
 }
 
 // sessionRecord builds the stored form of sess.
 func (s *Shard) sessionRecord(sess *session) *store.Session {
 	subs := s.tree.Subscriptions(sess.id, nil)
-	rec := &store.Session{ClientID: sess.clientID, ExpiryInterval: sess.expiry, DisconnectedAt: time.Now()}
+	sess.mu.Lock()
+	rec := &store.Session{ClientID: sess.clientID, ExpiryInterval: sess.expiry, DisconnectedAt: time.Now(), Cursor: sess.cursor}
+	sess.mu.Unlock()
 	for _, sub := range subs {
 		rec.Subscriptions = append(rec.Subscriptions, store.Subscription{
 			Filter: sub.Filter.Raw, QoS: sub.Options.QoS, NoLocal: sub.Options.NoLocal,
@@ -200,6 +245,9 @@ func (s *Shard) sessionRecord(sess *session) *store.Session {
 func (s *Shard) newSessionLocked(clientID string) *session {
 	s.nextID++
 	sess := newSession(s, s.nextID, clientID)
+	if s.log != nil {
+		sess.cursor = s.log.NextOffset() // s.mu is held: nothing is half-routed
+	}
 	s.sessions[clientID] = sess
 	s.byID[sess.id] = sess
 	return sess
@@ -223,8 +271,17 @@ func (s *Shard) endSessionLocked(sess *session) *message {
 	return will
 }
 
+// current reports whether sess is still the session of its client id.
+func (s *Shard) current(sess *session) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.sessions[sess.clientID] == sess
+}
+
 // forget removes an ended session from the store; called without locks.
 func (s *Shard) forget(clientID string) {
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
 	if err := s.store.DeleteSession(clientID); err != nil {
 		s.opts.Logger.Warn("deleting session", "client_id", clientID, "err", err)
 	}

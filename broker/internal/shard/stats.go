@@ -16,10 +16,11 @@ const (
 	DropExpired                         // Message Expiry Interval passed while queued [MQTT-3.3.2-5]
 	DropNotAuthorized                   // the publisher was not allowed to publish to the topic
 	DropSessionEnded                    // queued for a session that ended
+	DropQuotaExceeded                   // refused by the tenant's quotas (rate, retained, monthly)
 	numDropReasons
 )
 
-var dropNames = [numDropReasons]string{"queue_full", "offline", "too_large", "expired", "not_authorized", "session_ended"}
+var dropNames = [numDropReasons]string{"queue_full", "offline", "too_large", "expired", "not_authorized", "session_ended", "quota_exceeded"}
 
 // String returns the reason as used in stats and $SYS topics.
 func (r DropReason) String() string {

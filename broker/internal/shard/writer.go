@@ -5,6 +5,8 @@ import (
 	"net"
 	"time"
 
+	"berth.dev/broker/internal/wal"
+
 	"berth.dev/broker/packet"
 )
 
@@ -25,13 +27,34 @@ type writeState struct {
 	subIDs  []uint32    // scratch for variant headers
 	msgs    int         // PUBLISH packets in the batch
 	flat    []byte      // the batch in one piece, for connections without writev
+
+	// Stored messages: their payloads go from the log's segment files to
+	// the socket, each after the vectors before files[i].at.
+	files  []filePart
+	sr     storedReader
+	sender *wal.Sender // sendfile(2) to the raw socket, made on first use
+	// Stored messages read ahead of the batch, without the session lock.
+	want     []storedEntry
+	ready    []readyStored
+	prefetch bool // fill stopped at the end of ready: read more ahead
 }
 
 // writeBatch writes w.vec: with one writev where the connection supports
 // it (TCP, Unix), else copied into one buffer so that, for example, a
 // WebSocket connection sends one frame per batch, not one per vector.
 func (c *conn) writeBatch() (int64, error) {
+	if len(c.w.files) > 0 {
+		return c.writeWithFiles()
+	}
+	return c.writeVecs()
+}
+
+// writeVecs writes w.vec (see writeBatch).
+func (c *conn) writeVecs() (int64, error) {
 	w := &c.w
+	if len(w.vec) == 0 {
+		return 0, nil
+	}
 	if vc := vectorConn(c.nc); vc != nil {
 		w.backing = append(w.backing[:0], w.vec...)
 		w.bufs = w.backing
@@ -54,13 +77,18 @@ func (c *conn) writeBatch() (int64, error) {
 func (c *conn) writeLoop() {
 	defer close(c.writerDone)
 	defer c.nc.Close()
+	defer c.releaseStored()
 	s := c.shard
 	for {
 		for {
+			c.prefetchStored()
 			n, closing := c.fill()
 			if n == 0 {
 				if closing {
 					return
+				}
+				if c.w.prefetch {
+					continue
 				}
 				break
 			}
@@ -106,6 +134,12 @@ func (c *conn) fill() (n int, closing bool) {
 	now := time.Now().UnixNano()
 	bytes := len(w.ctrlOut)
 	s := c.shard
+	if s.log != nil && (sess.stored.len() > 0 || sess.replaying > 0) {
+		bytes = c.fillStoredLocked(bytes, now)
+		if sess.stored.len() > 0 || sess.replaying > 0 {
+			return len(w.vec), false // newer queued messages wait for these
+		}
+	}
 	for sess.queue.len() > 0 && bytes < maxBatchBytes && len(w.vec) < maxBatchVecs {
 		d := sess.queue.peek()
 		if d.qos > 0 && len(sess.inflight) >= c.window {
@@ -210,6 +244,9 @@ func (c *conn) encodePublishLocked(dst []byte, d *delivery, dup bool, now int64)
 			c.log.Error("encoding PUBLISH", "err", err)
 			return dst, false
 		}
+		if m.stored {
+			dst = addRemaining(dst, start, m.payLen)
+		}
 	} else {
 		h, err := m.header(c.version, d.qos)
 		if err != nil {
@@ -222,7 +259,7 @@ func (c *conn) encodePublishLocked(dst []byte, d *delivery, dup bool, now int64)
 		}
 	}
 	packet.SetPublishFlags(dst[start:], dup && d.qos > 0, d.retain)
-	if c.maxOut > 0 && len(dst)-start+len(m.payload) > c.maxOut {
+	if c.maxOut > 0 && len(dst)-start+m.payloadLen() > c.maxOut {
 		if newAlias {
 			delete(c.outAliases, string(m.topic))
 		}

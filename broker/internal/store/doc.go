@@ -1,16 +1,64 @@
 // Package store is the persistence boundary of one tenant shard: the
 // retained messages and the persistent sessions a shard must find again
-// after a restart. The shard talks only to the Store interface; Memory is
-// the implementation used until the write-ahead log (package wal) backs
-// it, and the one tests use.
+// after a restart. The shard talks only to the Store interface. Memory
+// keeps everything in memory (tests, no -data); WAL keeps it in
+// write-ahead logs (package wal) and also owns the tenant's message log,
+// which the shard appends QoS 1/2 messages to.
 //
 // # What is stored
 //
 //	retained:  topic name ─▶ Message (the newest retained PUBLISH;
 //	           an empty payload deletes it [MQTT-3.3.1-6])
-//	sessions:  client id  ─▶ Session (expiry interval, subscriptions)
+//	sessions:  client id  ─▶ Session (expiry interval, subscriptions,
+//	           message-log cursor)
 //
 // Values handed to a Store are owned by the store afterwards: callers pass
 // copies and never modify them again. Values handed out by a Store are
 // shared and must be treated as read-only.
+//
+// # Directory layout (WAL)
+//
+// Tenant ids never become file names: TenantDir hashes them.
+//
+//	<root>/<hex(sha256(tenant id))[:32]>/
+//	    messages/   the message log: one record per QoS 1/2 message
+//	    retained/   keyed log, key = topic; empty payload = tombstone
+//	    sessions/   keyed log, key = client id; empty payload = tombstone
+//
+// The keyed logs are compacted (newest record per key) when the store is
+// opened and on Compact. Topics and client ids are record keys, never
+// paths.
+//
+// # Record formats (all integers big-endian). NEVER CHANGE: bytes on disk.
+//
+// Message metadata (AppendMeta): the key of a message-log record, whose
+// payload is the application payload as received, so it can be sent from
+// the file with sendfile.
+//
+//	+--------+-------+-----------+-----------+-----------+-------+----------+
+//	| ver=1  | flags | created   | expires   | topic len | topic | prop mask|
+//	| 1 B    | 1 B   | unix ns 8B| unix ns 8B| 2 B       |       | 8 B      |
+//	+--------+-------+-----------+-----------+-----------+-------+----------+
+//	flags: bits 0-1 QoS, bit 2 RETAIN. expires 0 = never.
+//	If prop mask != 0 (bits are MQTT 5 property ids) there follow:
+//	payload format 1 B | message expiry 4 B | content type (2 B len + bytes)
+//	| response topic (2 B len + bytes) | correlation data (2 B len + bytes)
+//	| user property count 2 B | per pair: key (2 B len + bytes), value (same)
+//
+// Retained record payload: metadata length 4 B | metadata | payload.
+//
+// Session record payload:
+//
+//	+-------+-------------+----------------+-----------+-----------+
+//	| ver=1 | expiry 4 B  | disconnected   | cursor 8 B| subs 2 B  |
+//	| 1 B   | seconds     | unix ns 8 B    |           | count     |
+//	+-------+-------------+----------------+-----------+-----------+
+//	per subscription: filter (2 B len + bytes) | QoS 1 B | flags 1 B
+//	(bit 0 No Local, bit 1 Retain As Published) | retain handling 1 B
+//	| subscription identifier 4 B
+//
+// # Durability
+//
+// Under wal.SyncAlways every Set/Save/Delete returns once its record is
+// fsynced; under SyncInterval and SyncNever once it is written.
 package store

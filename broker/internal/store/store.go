@@ -46,6 +46,10 @@ type Session struct {
 	// (zero while connected).
 	DisconnectedAt time.Time
 	Subscriptions  []Subscription
+	// Cursor is the message-log offset from which the session's pending
+	// messages are rebuilt after a restart: every message below it was
+	// delivered and acknowledged (or never matched). 0 means the start.
+	Cursor uint64
 }
 
 // Store persists the state of one tenant shard. Implementations are safe

@@ -12,6 +12,11 @@
 //	s, err := wal.NewSender(tcpConn)            // once per connection
 //	n, err := s.Send(loc.File, loc.PayloadPos(), int(loc.PayloadSize)) // sendfile(2)
 //
+// Reader.NextHeld is NextLocation whose Location keeps its segment open
+// until Release (a payload sent after the Reader moved on). RemoveBefore
+// deletes sealed segments wholly below an offset the owner no longer needs
+// (the shard's lowest session cursor).
+//
 // Append, AppendBatch, AppendSync, Reader.Next, Reader.NextLocation and
 // Sender.Send allocate nothing in steady state (pinned by tests).
 // ApplyRetention and Compact are called by the owner of the log (the tenant

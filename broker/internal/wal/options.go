@@ -140,3 +140,6 @@ func (o Options) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Policy returns the log's fsync policy.
+func (l *Log) Policy() Policy { return l.opts.Fsync }

@@ -229,3 +229,16 @@ func (l *Log) Locate(off uint64) (Location, error) {
 	loc.seg, r.seg = r.seg, nil // the Location now holds the reference
 	return loc, nil
 }
+
+// NextHeld is NextLocation whose Location holds its own reference on the
+// segment: it stays valid (the file open) after the Reader moves on or is
+// closed, until Release. It allocates nothing.
+func (r *Reader) NextHeld() (Location, error) {
+	loc, err := r.NextLocation()
+	if err != nil {
+		return loc, err
+	}
+	r.seg.acquire()
+	loc.seg = r.seg
+	return loc, nil
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 )
 
 // ApplyRetention deletes whole segments from the front of the log while the
@@ -54,6 +55,41 @@ func (l *Log) ApplyRetention() (removed int, err error) {
 	if len(drop) > 0 {
 		if err := syncDir(l.opts.FS, l.opts.Dir); err != nil {
 			errs = append(errs, fmt.Errorf("wal: retention: sync dir: %w", err))
+		}
+	}
+	return len(drop), errors.Join(errs...)
+}
+
+// RemoveBefore deletes whole sealed segments from the front of the log
+// whose every record lies below off (the owner's consumers, the shard's
+// sessions, need nothing below off any more) and, unless keepSince is
+// zero, whose newest record is older than keepSince (history kept for
+// replay). The active segment is never deleted. Readers inside a deleted
+// segment finish it.
+func (l *Log) RemoveBefore(off uint64, keepSince time.Time) (removed int, err error) {
+	l.maint.Lock()
+	defer l.maint.Unlock()
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return 0, ErrClosed
+	}
+	var drop []*segment
+	for len(l.segs) > 1 && l.segs[0].next <= off && (keepSince.IsZero() || l.segs[0].lastTS < keepSince.UnixNano()) {
+		drop = append(drop, l.segs[0])
+		l.segs = l.segs[1:]
+	}
+	l.mu.Unlock()
+	var errs []error
+	for _, s := range drop {
+		if err := l.removeSegmentFiles(s); err != nil {
+			errs = append(errs, fmt.Errorf("wal: remove before %d: %w", off, err))
+		}
+		s.release()
+	}
+	if len(drop) > 0 {
+		if err := syncDir(l.opts.FS, l.opts.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("wal: remove before: sync dir: %w", err))
 		}
 	}
 	return len(drop), errors.Join(errs...)

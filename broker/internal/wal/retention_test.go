@@ -2,6 +2,7 @@ package wal
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"testing"
@@ -104,5 +105,49 @@ func TestRetentionWhileReading(t *testing.T) {
 		} else if err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestRemoveBefore: sealed segments wholly below the offset go, the one
+// holding it and the active one stay, and reading from the kept offset
+// still works.
+func TestRemoveBefore(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(Options{Dir: dir, SegmentBytes: 256, Fsync: SyncNever})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := range 40 {
+		if _, err := l.Append(nil, []byte(fmt.Sprintf("record-%02d-padding-padding", i)), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs := l.Segments()
+	if len(segs) < 4 {
+		t.Fatalf("only %d segments", len(segs))
+	}
+	keep := segs[2] + 1 // inside the third segment
+	if n, err := l.RemoveBefore(keep, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+		t.Fatalf("removed %d segments still in the kept history: %v", n, err)
+	}
+	removed, err := l.RemoveBefore(keep, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed != 2 || l.FirstOffset() != segs[2] {
+		t.Fatalf("removed %d, first offset %d; want 2 and %d", removed, l.FirstOffset(), segs[2])
+	}
+	r, err := l.ReadFrom(keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rec, err := r.Next()
+	if err != nil || rec.Offset != keep {
+		t.Fatalf("read %d: %v", rec.Offset, err)
+	}
+	if n, err := l.RemoveBefore(l.NextOffset()+100, time.Now().Add(time.Second)); err != nil || len(l.Segments()) != 1 || n == 0 {
+		t.Fatalf("removing everything: %d removed, %d segments left, %v; want only the active one left", n, len(l.Segments()), err)
 	}
 }
