@@ -1,13 +1,98 @@
 package node
 
 import (
+	"context"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"berth.dev/billing/plan"
+	"berth.dev/broker/internal/quota"
+	"berth.dev/broker/internal/shard"
+	"berth.dev/broker/packet"
 )
+
+// withTenant resolves {tid} to its shard, opening it if needed (a tenant
+// placed on this node may have no connection yet).
+func (n *Node) withTenant(h func(http.ResponseWriter, *http.Request, *tenant)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		defer cancel()
+		t, err := n.tenant(ctx, r.PathValue("tid"))
+		switch {
+		case errors.Is(err, quota.ErrNoTenant):
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such tenant"})
+			return
+		case err != nil:
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "tenant unavailable"})
+			return
+		}
+		h(w, r, t)
+	}
+}
+
+func filterParam(r *http.Request) string {
+	if f := r.URL.Query().Get("filter"); f != "" {
+		return f
+	}
+	return "#"
+}
+
+// publishRequest is the body of POST /publish.
+type publishRequest struct {
+	Topic          string            `json:"topic"`
+	Payload        *string           `json:"payload"`
+	PayloadBase64  *string           `json:"payload_base64"`
+	QoS            byte              `json:"qos"`
+	Retain         bool              `json:"retain"`
+	ContentType    string            `json:"content_type"`
+	UserProperties map[string]string `json:"user_properties"`
+}
+
+func (n *Node) handlePublish(w http.ResponseWriter, r *http.Request, t *tenant) {
+	var req publishRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "malformed JSON body"})
+		return
+	}
+	var payload []byte
+	switch {
+	case req.Payload != nil && req.PayloadBase64 != nil:
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "give payload or payload_base64, not both"})
+		return
+	case req.PayloadBase64 != nil:
+		b, err := base64.StdEncoding.DecodeString(*req.PayloadBase64)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "payload_base64 is not base64"})
+			return
+		}
+		payload = b
+	case req.Payload != nil:
+		payload = []byte(*req.Payload)
+	}
+	if max := t.limits.maxMsgSize.Load(); max > 0 && int64(len(payload)) > max {
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": "payload over the tenant's message size quota"})
+		return
+	}
+	var props packet.Properties
+	if req.ContentType != "" {
+		props.ContentType = []byte(req.ContentType)
+	}
+	for k, v := range req.UserProperties {
+		props.UserProperties = append(props.UserProperties, packet.UserProperty{Key: []byte(k), Value: []byte(v)})
+	}
+	if _, err := t.sh.Publish(req.Topic, payload, req.QoS, req.Retain, props); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]bool{"accepted": true})
+}
 
 // adminHandler serves the internal admin API (docs/contracts.md). Every
 // request must carry the node token.
@@ -17,6 +102,39 @@ func (n *Node) adminHandler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "node_id": n.cfg.ID})
 	})
 	mux.HandleFunc("GET /admin/tenants/{tid}/usage", n.handleUsage)
+	mux.HandleFunc("GET /admin/tenants/{tid}/sessions", n.withTenant(func(w http.ResponseWriter, _ *http.Request, t *tenant) {
+		writeJSON(w, http.StatusOK, map[string]any{"sessions": t.sh.Sessions()})
+	}))
+	mux.HandleFunc("DELETE /admin/tenants/{tid}/sessions/{client_id}", n.withTenant(func(w http.ResponseWriter, r *http.Request, t *tenant) {
+		if err := t.sh.Kick(r.PathValue("client_id"), true); errors.Is(err, shard.ErrNoSession) {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such session"})
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	mux.HandleFunc("GET /admin/tenants/{tid}/topics", n.withTenant(func(w http.ResponseWriter, _ *http.Request, t *tenant) {
+		writeJSON(w, http.StatusOK, map[string]any{"topics": t.sh.Topics()})
+	}))
+	mux.HandleFunc("GET /admin/tenants/{tid}/retained", n.withTenant(func(w http.ResponseWriter, r *http.Request, t *tenant) {
+		msgs, err := t.sh.RetainedMessages(filterParam(r))
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid topic filter"})
+			return
+		}
+		if msgs == nil {
+			msgs = []shard.RetainedInfo{}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"retained": msgs})
+	}))
+	mux.HandleFunc("DELETE /admin/tenants/{tid}/retained", n.withTenant(func(w http.ResponseWriter, r *http.Request, t *tenant) {
+		k, err := t.sh.DeleteRetained(filterParam(r))
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid topic filter"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]int{"deleted": k})
+	}))
+	mux.HandleFunc("POST /admin/tenants/{tid}/publish", n.withTenant(n.handlePublish))
 	return n.requireToken(mux)
 }
 
@@ -71,5 +189,6 @@ func (n *Node) applyQuotas(tenantID string, q plan.Quotas) {
 	if !ok {
 		return
 	}
+	t.limits.set(q)
 	n.log.Info("quotas updated", "tenant_id", t.id, "max_message_size", q.MaxMessageSize, "max_msgs_per_sec", q.MaxMsgsPerSec)
 }

@@ -21,6 +21,10 @@ type proxiedConn struct {
 
 func (c *proxiedConn) RemoteAddr() net.Addr { return c.remote }
 
+// NetConn exposes the socket so the shard's writer can use writev on it:
+// writes pass through unchanged.
+func (c *proxiedConn) NetConn() net.Conn { return c.Conn }
+
 // serve runs one forwarded connection: verify the header, then hand the
 // connection to its tenant's shard until it ends.
 func (n *Node) serve(c net.Conn) {
@@ -67,11 +71,14 @@ func (n *Node) serve(c net.Conn) {
 	pc := &proxiedConn{Conn: c, remote: net.TCPAddrFromAddrPort(h.Source)}
 	t.track(info.CredentialID, pc)
 	defer t.untrack(info.CredentialID, pc)
+	limiter := t.limits.newConn()
+	defer limiter.close()
 	t.sh.ServeConn(pc, shard.ConnInfo{
 		RemoteAddr:     h.Source.String(),
 		TenantID:       info.TenantID,
 		Authorizer:     rules,
 		Deadline:       deadline,
 		AllowAnonymous: true, // the gateway authenticated the client
+		Limiter:        limiter,
 	})
 }

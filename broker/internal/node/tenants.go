@@ -14,9 +14,10 @@ import (
 
 // tenant is one tenant's shard on this node and what the node tracks of it.
 type tenant struct {
-	id    string
-	sh    *shard.Shard
-	usage *usage.Counters
+	id     string
+	sh     *shard.Shard
+	usage  *usage.Counters
+	limits *tenantLimits
 
 	mu    sync.Mutex
 	last  shard.Stats                      // counters already folded into usage
@@ -50,6 +51,11 @@ func (n *Node) tenant(ctx context.Context, id string) (*tenant, error) {
 	if err != nil {
 		return nil, err
 	}
+	var monthUsed int64
+	if err := n.pool.QueryRow(ctx, `SELECT coalesce(sum(messages_in), 0)::bigint FROM usage
+		WHERE tenant_id = $1 AND bucket >= date_trunc('month', now())`, id).Scan(&monthUsed); err != nil {
+		return nil, fmt.Errorf("node: monthly usage of %s: %w", id, err)
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if t, ok := n.tenants[id]; ok { // opened meanwhile
@@ -62,7 +68,7 @@ func (n *Node) tenant(ctx context.Context, id string) (*tenant, error) {
 	if err := sh.Start(n.ctx); err != nil {
 		return nil, fmt.Errorf("node: start shard for %s: %w", id, err)
 	}
-	t = &tenant{id: id, sh: sh, usage: n.meter.Tenant(id), conns: make(map[string]map[net.Conn]struct{})}
+	t = &tenant{id: id, sh: sh, usage: n.meter.Tenant(id), limits: newTenantLimits(q, monthUsed), conns: make(map[string]map[net.Conn]struct{})}
 	n.tenants[id] = t
 	n.log.Info("tenant shard opened", "tenant_id", id)
 	return t, nil

@@ -61,3 +61,34 @@ func (b *Bucket) Take(now time.Time, n float64) bool {
 	b.tokens -= n
 	return true
 }
+
+// Reserve removes n tokens at now even when that leaves the bucket in debt
+// (down to minus one burst) and returns how long the caller should wait
+// for the debt to be repaid: the way to throttle a sender that cannot be
+// refused. A request that would go deeper into debt than one burst returns
+// false and takes nothing.
+func (b *Bucket) Reserve(now time.Time, n float64) (time.Duration, bool) {
+	t := now.UnixNano()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.rate <= 0 {
+		return 0, true
+	}
+	if b.last != 0 && t > b.last {
+		b.tokens += float64(t-b.last) / 1e9 * b.rate
+		if b.tokens > b.burst {
+			b.tokens = b.burst
+		}
+	}
+	if t > b.last {
+		b.last = t
+	}
+	if b.tokens-n < -b.burst {
+		return 0, false
+	}
+	b.tokens -= n
+	if b.tokens >= 0 {
+		return 0, true
+	}
+	return time.Duration(-b.tokens / b.rate * 1e9), true
+}

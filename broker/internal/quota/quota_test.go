@@ -209,3 +209,21 @@ func TestListenerReconnectRereadsHeldTenants(t *testing.T) {
 	}
 	awaitChange(t, changes, "ten_a", 3)
 }
+
+func TestBucketReserveThrottlesInsteadOfRefusing(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	b := NewBucket(10, 10)
+	if d, ok := b.Reserve(t0, 10); !ok || d != 0 {
+		t.Fatalf("reserve within burst: wait %v ok %v, want 0 true", d, ok)
+	}
+	d, ok := b.Reserve(t0, 5) // 5 in debt at 10/s: wait 0.5 s
+	if !ok || d != 500*time.Millisecond {
+		t.Fatalf("reserve into debt: wait %v ok %v, want 500ms true", d, ok)
+	}
+	if _, ok := b.Reserve(t0, 6); ok { // would be 11 in debt, deeper than one burst
+		t.Fatal("reserve beyond one burst of debt allowed")
+	}
+	if d, ok := b.Reserve(t0.Add(2*time.Second), 1); !ok || d != 0 {
+		t.Fatalf("after the debt is repaid: wait %v ok %v", d, ok)
+	}
+}

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"errors"
+	"sort"
 	"strings"
 	"time"
 
@@ -70,4 +71,113 @@ func (s *Shard) Kick(clientID string, discard bool) error {
 		}
 	}
 	return nil
+}
+
+// SessionInfo is one session as the admin API shows it.
+type SessionInfo struct {
+	ClientID        string `json:"client_id"`
+	Connected       bool   `json:"connected"`
+	ProtocolVersion byte   `json:"protocol_version,omitempty"`
+	RemoteAddr      string `json:"remote_addr,omitempty"`
+	Subscriptions   int    `json:"subscriptions"`
+	QueuedMessages  int    `json:"queued_messages"`
+	Inflight        int    `json:"inflight"`
+}
+
+// Sessions lists every session, connected or not, sorted by client id.
+func (s *Shard) Sessions() []SessionInfo {
+	s.mu.RLock()
+	all := make([]*session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		all = append(all, sess)
+	}
+	s.mu.RUnlock()
+	out := make([]SessionInfo, 0, len(all))
+	for _, sess := range all {
+		info := SessionInfo{ClientID: sess.clientID, Subscriptions: s.tree.Count(sess.id)}
+		sess.mu.Lock()
+		if c := sess.conn; c != nil {
+			info.Connected, info.ProtocolVersion, info.RemoteAddr = true, c.version, c.info.RemoteAddr
+		}
+		info.QueuedMessages, info.Inflight = sess.queue.len(), len(sess.inflight)
+		sess.mu.Unlock()
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ClientID < out[j].ClientID })
+	return out
+}
+
+// Topics lists the topics published to since the shard opened, busiest
+// first, with their rates since the previous call and their current
+// subscriber counts.
+func (s *Shard) Topics() []TopicInfo {
+	now := time.Now()
+	var out []TopicInfo
+	for i := range s.topics.stripes {
+		st := &s.topics.stripes[i]
+		st.mu.Lock()
+		names := make([]string, 0, len(st.m))
+		stats := make([]*topicStat, 0, len(st.m))
+		for name, ts := range st.m {
+			names, stats = append(names, name), append(stats, ts)
+		}
+		st.mu.Unlock()
+		for k, ts := range stats {
+			msgs, bytes, mps, bps := ts.rates(now)
+			out = append(out, TopicInfo{Topic: names[k], Messages: msgs, Bytes: bytes, MsgsPerSec: mps, BytesPerSec: bps})
+		}
+	}
+	mt := s.matches.Get().(*topic.Matches)
+	for i := range out {
+		s.tree.Match([]byte(out[i].Topic), noPublisher, mt)
+		out[i].Subscribers = len(mt.Deliveries)
+	}
+	s.matches.Put(mt)
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Messages != out[j].Messages {
+			return out[i].Messages > out[j].Messages
+		}
+		return out[i].Topic < out[j].Topic
+	})
+	return out
+}
+
+// RetainedInfo is one retained message as the admin API shows it.
+type RetainedInfo struct {
+	Topic    string    `json:"topic"`
+	Payload  []byte    `json:"payload_base64"`
+	QoS      byte      `json:"qos"`
+	Size     int       `json:"size"`
+	StoredAt time.Time `json:"stored_at"`
+}
+
+// RetainedMessages lists the retained messages whose topics match filter.
+func (s *Shard) RetainedMessages(filter string) ([]RetainedInfo, error) {
+	if !packet.ValidTopicFilter([]byte(filter)) {
+		return nil, ErrInvalidTopic
+	}
+	var out []RetainedInfo
+	err := s.retained.Match(filter, func(t string, m *message) bool {
+		out = append(out, RetainedInfo{Topic: t, Payload: m.payload, QoS: m.qos, Size: len(m.payload), StoredAt: time.Unix(0, m.created).UTC()})
+		return true
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Topic < out[j].Topic })
+	return out, err
+}
+
+// DeleteRetained removes the retained messages whose topics match filter
+// and returns how many there were.
+func (s *Shard) DeleteRetained(filter string) (int, error) {
+	msgs, err := s.RetainedMessages(filter)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, m := range msgs {
+		if s.retained.Delete(m.Topic) {
+			_ = s.store.DeleteRetained(m.Topic)
+			n++
+		}
+	}
+	return n, nil
 }

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"berth.dev/broker/internal/node"
+)
+
+// nodeConfig is the node's part of Config.
+func (c Config) nodeConfig(log *slog.Logger) node.Config {
+	return node.Config{
+		ID:             c.NodeID,
+		InternalListen: c.InternalListen,
+		AdminListen:    c.AdminListen,
+		AdvertiseMQTT:  c.AdvertiseMQTT,
+		AdvertiseAdmin: c.AdvertiseAdmin,
+		DatabaseURL:    c.DatabaseURL,
+		ProxySecret:    []byte(c.ProxySecret),
+		NodeToken:      c.NodeToken,
+		Capacity:       c.Capacity,
+		UsageInterval:  c.UsageInterval,
+		Logger:         log,
+	}
+}
+
+// validateNode checks the node-mode configuration.
+func (c Config) validateNode() error {
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return fmt.Errorf("config: -log-format %q: want text or json", c.LogFormat)
+	}
+	cfg := c.nodeConfig(nil)
+	return cfg.Validate()
+}
+
+// runNode serves as a Berth node until ctx ends, then shuts down: stop
+// accepting, DISCONNECT 0x8B to MQTT 5 clients, flush usage, deregister.
+func runNode(ctx context.Context, cfg Config, log *slog.Logger) error {
+	n, err := node.New(cfg.nodeConfig(log))
+	if err != nil {
+		return err
+	}
+	if err := n.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	defer cancel()
+	if err := n.Shutdown(sctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

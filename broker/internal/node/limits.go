@@ -1,0 +1,144 @@
+package node
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"berth.dev/billing/plan"
+	"berth.dev/broker/internal/quota"
+	"berth.dev/broker/packet"
+)
+
+// tenantLimits are a tenant's live quotas as the publish path reads them:
+// tenant-wide token buckets and atomics, changed in place by a NOTIFY.
+type tenantLimits struct {
+	msgs, bytes *quota.Bucket // tenant-wide rates
+	clientMsgs  atomic.Int64  // per-client rates, read when a connection starts and on change
+	clientBytes atomic.Int64
+	maxMsgSize  atomic.Int64
+	maxSubs     atomic.Int64
+	maxRetained atomic.Int64
+	maxRetBytes atomic.Int64
+	monthly     atomic.Int64 // monthly messages quota
+	monthUsed   atomic.Int64 // messages in this calendar month, Postgres's count plus this node's since
+	clientsMu   sync.Mutex
+	clients     map[*connLimiter]struct{}
+}
+
+func newTenantLimits(q plan.Quotas, monthUsed int64) *tenantLimits {
+	l := &tenantLimits{
+		msgs:    quota.NewBucket(float64(q.MaxMsgsPerSec), float64(q.MaxMsgsPerSec)),
+		bytes:   quota.NewBucket(float64(q.MaxBytesPerSec), float64(q.MaxBytesPerSec)),
+		clients: make(map[*connLimiter]struct{}),
+	}
+	l.monthUsed.Store(monthUsed)
+	l.set(q)
+	return l
+}
+
+// set applies new quotas; live connections' buckets follow.
+func (l *tenantLimits) set(q plan.Quotas) {
+	l.msgs.SetRate(float64(q.MaxMsgsPerSec), float64(q.MaxMsgsPerSec))
+	l.bytes.SetRate(float64(q.MaxBytesPerSec), float64(q.MaxBytesPerSec))
+	l.clientMsgs.Store(q.ClientMsgsPerSec)
+	l.clientBytes.Store(q.ClientBytesPerSec)
+	l.maxMsgSize.Store(q.MaxMessageSize)
+	l.maxSubs.Store(q.MaxSubscriptions)
+	l.maxRetained.Store(q.MaxRetainedMessages)
+	l.maxRetBytes.Store(q.MaxRetainedBytes)
+	l.monthly.Store(q.MonthlyMessages)
+	l.clientsMu.Lock()
+	for c := range l.clients {
+		c.msgs.SetRate(float64(q.ClientMsgsPerSec), float64(q.ClientMsgsPerSec))
+		c.bytes.SetRate(float64(q.ClientBytesPerSec), float64(q.ClientBytesPerSec))
+	}
+	l.clientsMu.Unlock()
+}
+
+// connLimiter is one connection's view: its own per-client buckets plus
+// the tenant's. It implements shard.Limiter.
+type connLimiter struct {
+	t           *tenantLimits
+	msgs, bytes *quota.Bucket
+	// Refusals in the current one-second window; past abuseThreshold the
+	// connection is disconnected (0x96).
+	window  int64
+	refused int
+}
+
+// abuseThreshold is how many refusals within one second count as
+// sustained abuse: a client ignoring 0x97 rather than backing off.
+const abuseThreshold = 100
+
+func (t *tenantLimits) newConn() *connLimiter {
+	c := &connLimiter{
+		t:     t,
+		msgs:  quota.NewBucket(float64(t.clientMsgs.Load()), float64(t.clientMsgs.Load())),
+		bytes: quota.NewBucket(float64(t.clientBytes.Load()), float64(t.clientBytes.Load())),
+	}
+	t.clientsMu.Lock()
+	t.clients[c] = struct{}{}
+	t.clientsMu.Unlock()
+	return c
+}
+
+func (c *connLimiter) close() {
+	c.t.clientsMu.Lock()
+	delete(c.t.clients, c)
+	c.t.clientsMu.Unlock()
+}
+
+// AdmitPublish implements shard.Limiter. It is called on the connection's
+// reader goroutine only, so the abuse window needs no lock.
+func (c *connLimiter) AdmitPublish(size int, version byte) (packet.ReasonCode, time.Duration) {
+	t := c.t
+	if max := t.maxMsgSize.Load(); max > 0 && int64(size) > max {
+		return packet.ErrPacketTooLarge, 0 // [MQTT-3.2.2-15]-style: a packet over the announced size
+	}
+	if t.monthUsed.Load() >= t.monthly.Load() {
+		return c.refuse(time.Now())
+	}
+	now := time.Now()
+	n := float64(size)
+	if version != packet.Version5 {
+		// 3.1.1 has no way to refuse a PUBLISH: throttle the reader instead.
+		var wait time.Duration
+		for _, b := range [...]struct {
+			b *quota.Bucket
+			n float64
+		}{{c.msgs, 1}, {c.bytes, n}, {t.msgs, 1}, {t.bytes, n}} {
+			d, ok := b.b.Reserve(now, b.n)
+			if !ok {
+				d = time.Second
+			}
+			wait = max(wait, d)
+		}
+		t.monthUsed.Add(1)
+		return packet.CodeSuccess, wait
+	}
+	if !c.msgs.Take(now, 1) || !c.bytes.Take(now, n) || !t.msgs.Take(now, 1) || !t.bytes.Take(now, n) {
+		return c.refuse(now)
+	}
+	t.monthUsed.Add(1)
+	return packet.CodeSuccess, 0
+}
+
+func (c *connLimiter) refuse(now time.Time) (packet.ReasonCode, time.Duration) {
+	if sec := now.Unix(); sec != c.window {
+		c.window, c.refused = sec, 0
+	}
+	c.refused++
+	if c.refused > abuseThreshold {
+		return packet.ErrMessageRateTooHigh, 0
+	}
+	return packet.ErrQuotaExceeded, 0
+}
+
+// MaxSubscriptions implements shard.Limiter.
+func (c *connLimiter) MaxSubscriptions() int { return int(c.t.maxSubs.Load()) }
+
+// MaxRetained implements shard.Limiter.
+func (c *connLimiter) MaxRetained() (int, int64) {
+	return int(c.t.maxRetained.Load()), c.t.maxRetBytes.Load()
+}

@@ -1,0 +1,165 @@
+package shard
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"berth.dev/broker/packet"
+)
+
+// Limiter enforces a tenant's live quotas on one connection. The node
+// supplies one per connection (ConnInfo.Limiter) and changes its limits in
+// place when the quotas change; the shard asks it on every inbound PUBLISH
+// and SUBSCRIBE. Implementations must not allocate on AdmitPublish.
+type Limiter interface {
+	// AdmitPublish decides on one inbound PUBLISH with a payload of size
+	// bytes from a client speaking version. It returns:
+	//   - CodeSuccess, possibly with a delay: accept, after pausing this
+	//     connection's reads that long (how a 3.1.1 client, which cannot be
+	//     refused, is throttled);
+	//   - ErrQuotaExceeded: refuse this message (PUBACK/PUBREC 0x97; QoS 0
+	//     dropped and counted);
+	//   - ErrMessageRateTooHigh or ErrPacketTooLarge: disconnect with it.
+	AdmitPublish(size int, version byte) (packet.ReasonCode, time.Duration)
+	// MaxSubscriptions is the subscriptions-per-client quota; 0 leaves the
+	// shard's option in force.
+	MaxSubscriptions() int
+	// MaxRetained bounds the shard's retained messages and their bytes;
+	// 0 means unlimited.
+	MaxRetained() (messages int, bytes int64)
+}
+
+// maxThrottle bounds one read pause, so a throttled connection still
+// answers PINGREQ within its keepalive.
+const maxThrottle = time.Second
+
+// admitPublish applies the connection's limiter and the retained quota to
+// an inbound PUBLISH. It returns a per-message refusal code (CodeSuccess
+// to go on) or an error that ends the connection.
+func (c *conn) admitPublish(name []byte, p *packet.Publish) (packet.ReasonCode, error) {
+	s := c.shard
+	s.topics.add(name, len(p.Payload))
+	l := c.info.Limiter
+	if l == nil {
+		return packet.CodeSuccess, nil
+	}
+	code, wait := l.AdmitPublish(len(p.Payload), c.version)
+	switch code {
+	case packet.CodeSuccess:
+		if wait > 0 {
+			time.Sleep(min(wait, maxThrottle))
+		}
+	case packet.ErrQuotaExceeded:
+		return code, nil
+	default:
+		return code, code // disconnect with this reason
+	}
+	if p.Retain && len(p.Payload) > 0 {
+		maxMsgs, maxBytes := l.MaxRetained()
+		msgs, bytes := s.tenantRetained()
+		if (maxMsgs > 0 && msgs >= maxMsgs) || (maxBytes > 0 && bytes+int64(len(p.Payload)) > maxBytes) {
+			if _, ok := s.retained.Get(string(name)); !ok { // replacing an existing one is fine
+				return packet.ErrQuotaExceeded, nil
+			}
+		}
+	}
+	return packet.CodeSuccess, nil
+}
+
+// tenantRetained counts the retained messages the tenant's clients own:
+// all of them but the broker's own $SYS topics. Only a retained PUBLISH
+// under a retained quota pays for the walk over $SYS.
+func (s *Shard) tenantRetained() (msgs int, bytes int64) {
+	msgs, bytes = s.retained.Len(), s.retained.Bytes()
+	_ = s.retained.Match("$SYS/#", func(_ string, m *message) bool {
+		msgs--
+		bytes -= int64(m.size)
+		return true
+	})
+	return msgs, bytes
+}
+
+// maxSubscriptions is the subscriptions-per-client quota in force.
+func (c *conn) maxSubscriptions() int {
+	if c.info.Limiter != nil {
+		if n := c.info.Limiter.MaxSubscriptions(); n > 0 {
+			return n
+		}
+	}
+	return c.shard.opts.MaxSubscriptionsPerClient
+}
+
+// topicStats counts messages and bytes per published topic for the
+// operator's live view, in stripes so concurrent publishers rarely share a
+// lock. At most maxTrackedTopics topics are tracked; the rest are counted
+// together.
+type topicStats struct {
+	stripes [16]topicStripe
+	other   topicStat
+}
+
+const maxTrackedTopics = 10_000
+
+type topicStripe struct {
+	mu sync.Mutex
+	m  map[string]*topicStat
+}
+
+type topicStat struct {
+	msgs, bytes atomic.Uint64
+	first       time.Time
+	mu          sync.Mutex // guards the rate window below (admin reads only)
+	lastAt      time.Time
+	lastMsgs    uint64
+	lastBytes   uint64
+}
+
+func (t *topicStats) add(name []byte, size int) {
+	st := &t.other
+	h := uint32(2166136261) // FNV-1a: picks a stripe, needs no seed
+	for _, b := range name {
+		h = (h ^ uint32(b)) * 16777619
+	}
+	stripe := &t.stripes[h%uint32(len(t.stripes))]
+	stripe.mu.Lock()
+	if x, ok := stripe.m[string(name)]; ok {
+		st = x
+	} else if len(stripe.m) < maxTrackedTopics/len(t.stripes) {
+		if stripe.m == nil {
+			stripe.m = make(map[string]*topicStat)
+		}
+		st = &topicStat{first: time.Now()}
+		stripe.m[string(name)] = st
+	}
+	stripe.mu.Unlock()
+	st.msgs.Add(1)
+	st.bytes.Add(uint64(size))
+}
+
+// TopicInfo is one topic's traffic as the admin API shows it.
+type TopicInfo struct {
+	Topic       string  `json:"topic"`
+	Messages    uint64  `json:"messages"`
+	Bytes       uint64  `json:"bytes"`
+	MsgsPerSec  float64 `json:"msgs_per_sec"`
+	BytesPerSec float64 `json:"bytes_per_sec"`
+	Subscribers int     `json:"subscribers"`
+}
+
+// rates returns the rates since the previous call (or since the topic was
+// first seen) and starts a new window.
+func (st *topicStat) rates(now time.Time) (msgs, bytes uint64, mps, bps float64) {
+	msgs, bytes = st.msgs.Load(), st.bytes.Load()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	from, m0, b0 := st.lastAt, st.lastMsgs, st.lastBytes
+	if from.IsZero() {
+		from, m0, b0 = st.first, 0, 0
+	}
+	if dt := now.Sub(from).Seconds(); dt > 0 {
+		mps, bps = float64(msgs-m0)/dt, float64(bytes-b0)/dt
+	}
+	st.lastAt, st.lastMsgs, st.lastBytes = now, msgs, bytes
+	return msgs, bytes, mps, bps
+}
