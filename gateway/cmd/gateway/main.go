@@ -10,7 +10,10 @@
 //	gateway -jwks-url http://api:8080/v1/.well-known/jwks.json
 //
 // with DATABASE_URL, REDIS_URL and BERTH_PROXY_SECRET in the environment
-// (every flag also reads BERTH_<FLAG>; gateway -h lists them).
+// (every flag also reads BERTH_<FLAG>; gateway -h lists them). A share of
+// connects (-trace-sample, default 0.01) is traced: spans are kept per
+// tenant in Postgres, and exported over OTLP/HTTP when -otlp-endpoint
+// (OTEL_EXPORTER_OTLP_ENDPOINT) is set.
 package main
 
 import (
@@ -25,6 +28,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"berth.dev/broker/proxyproto"
@@ -33,6 +37,7 @@ import (
 	"berth.dev/gateway/internal/jwtauth"
 	"berth.dev/gateway/internal/revocation"
 	"berth.dev/gateway/internal/route"
+	"berth.dev/gateway/internal/tracing"
 )
 
 func main() {
@@ -98,9 +103,18 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
+	traces, err := tracing.New(ctx, tracing.Options{
+		SampleRatio: cfg.TraceSample, OTLPEndpoint: cfg.OTLPEndpoint, Pool: pool,
+		InstanceID: cfg.GatewayID, Logger: log, Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
 	gw, err := gateway.New(cfg, gateway.Deps{
 		Auth:    jwtauth.NewVerifier(keys, jwtauth.VerifierOptions{Issuer: cfg.Issuer}),
 		Revoked: revoked, Routes: routes, Limits: limits, Signer: signer, Logger: log,
+		Registry: reg, Tracer: traces.TracerProvider(),
 	})
 	if err != nil {
 		return err
@@ -114,7 +128,8 @@ func run(args []string) error {
 	log.Info("shutting down", "grace", cfg.DrainGrace)
 
 	// Order: stop accepting and drain connections (releasing their leases),
-	// then the background parts.
+	// then the background parts; spans are flushed (OTLP and Postgres)
+	// while the pool is still open.
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.DrainGrace)
 	defer cancel()
 	if err := gw.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -122,5 +137,5 @@ func run(args []string) error {
 	}
 	fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer fcancel()
-	return errors.Join(limits.Shutdown(fctx), routes.Shutdown(fctx), revoked.Shutdown(fctx), keys.Shutdown(fctx))
+	return errors.Join(traces.Shutdown(fctx), limits.Shutdown(fctx), routes.Shutdown(fctx), revoked.Shutdown(fctx), keys.Shutdown(fctx))
 }

@@ -1,13 +1,19 @@
 package main
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
 
 	"berth.dev/testenv"
 )
@@ -22,10 +28,51 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// otlpCollector is a stand-in OTLP/HTTP collector on 127.0.0.1 that
+// records the spans exported to it as name (and reason, if it has one).
+func otlpCollector(t *testing.T) (url string, spans func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		var req coltracepb.ExportTraceServiceRequest
+		if err == nil {
+			err = proto.Unmarshal(b, &req)
+		}
+		if err != nil || r.URL.Path != "/v1/traces" {
+			http.Error(w, "bad export", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		for _, rs := range req.GetResourceSpans() {
+			for _, ss := range rs.GetScopeSpans() {
+				for _, sp := range ss.GetSpans() {
+					s := sp.GetName()
+					for _, kv := range sp.GetAttributes() {
+						if kv.GetKey() == "reason" {
+							s += " " + kv.GetValue().GetStringValue()
+						}
+					}
+					got = append(got, s)
+				}
+			}
+		}
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+}
+
 // TestSIGTERMDrains runs the whole binary's run function against real
 // Postgres and Redis, sends the process SIGTERM, and checks that it stops
-// accepting, cuts a lingering connection after the grace period and exits
-// cleanly.
+// accepting, cuts a lingering connection after the grace period, flushes
+// its sampled spans to the OTLP collector and exits cleanly.
 func TestSIGTERMDrains(t *testing.T) {
 	rs := testenv.Redis(t)
 	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -33,7 +80,10 @@ func TestSIGTERMDrains(t *testing.T) {
 	}))
 	defer jwks.Close()
 	tcp, metrics := freeAddr(t), freeAddr(t)
+	otlp, exported := otlpCollector(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp)
 	args := []string{
+		"-trace-sample", "1",
 		"-listen", tcp, "-listen-ws", "", "-metrics-listen", metrics,
 		"-database-url", testenv.DatabaseURL(t), "-redis-url", rs.URL, "-redis-prefix", rs.Prefix,
 		"-proxy-secret", "0123456789abcdef0123456789abcdef", "-jwks-url", jwks.URL,
@@ -56,6 +106,18 @@ func TestSIGTERMDrains(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // polling with a deadline
 	}
 	defer held.Close()
+	// A malformed CONNECT, refused: its spans wait in the OTLP batcher
+	// (up to 5 s) until the shutdown flushes them.
+	bad, err := net.Dial("tcp", tcp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.SetDeadline(time.Now().Add(5 * time.Second))
+	bad.Write([]byte{0x10, 0x0C, 0x00, 0x04, 'M', 'Q', 'T', 'T', 0x04, 0x03, 0x00, 0x3C, 0x00, 0x00})
+	if _, err := io.ReadAll(bad); err != nil {
+		t.Fatalf("malformed CONNECT not closed: %v", err)
+	}
+	bad.Close()
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -76,6 +138,11 @@ func TestSIGTERMDrains(t *testing.T) {
 	if c, err := net.Dial("tcp", tcp); err == nil {
 		c.Close()
 		t.Fatal("still accepting after exit")
+	}
+	got := exported()
+	slices.Sort(got)
+	if want := []string{"gateway.connect malformed", "gateway.connect shutting_down", "parse", "parse"}; !slices.Equal(got, want) {
+		t.Fatalf("spans exported over OTLP by the shutdown: %q, want %q", got, want)
 	}
 	if n, _ := rs.Client.Exists(t.Context(), rs.Prefix+"gw:gw-sigterm").Result(); n != 0 {
 		t.Fatal("heartbeat key left behind after a clean shutdown")

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"berth.dev/gateway/internal/tracing"
 )
 
 // Config is the gateway's whole configuration. Defaults live in
@@ -46,6 +48,12 @@ type Config struct {
 	LimitFailClosed       bool          // refuse when Redis is down (default: admit)
 	DrainGrace            time.Duration // SIGTERM: how long live connections may stay
 	LogFormat             string        // json or text
+
+	// TraceSample is the share of connects traced, 0 to 1. A connect whose
+	// MQTT 5 CONNECT carries a W3C traceparent follows that parent's
+	// sampled flag instead. 0 turns tracing off entirely.
+	TraceSample  float64
+	OTLPEndpoint string // OTLP/HTTP collector base URL; "" exports nothing (spans still kept in Postgres)
 }
 
 // DefaultConfig returns the defaults.
@@ -71,6 +79,7 @@ func DefaultConfig() Config {
 		HeartbeatTTL:          10 * time.Second,
 		DrainGrace:            25 * time.Second,
 		LogFormat:             "json",
+		TraceSample:           0.01,
 	}
 }
 
@@ -104,16 +113,19 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.LimitFailClosed, "limit-fail-closed", c.LimitFailClosed, "refuse connections when Redis is unreachable (default admits)")
 	fs.DurationVar(&c.DrainGrace, "drain-grace", c.DrainGrace, "on SIGTERM, how long live connections may stay")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "json or text")
+	fs.Float64Var(&c.TraceSample, "trace-sample", c.TraceSample, "share of connects traced, 0 to 1 (0 turns tracing off)")
+	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", c.OTLPEndpoint, "OTLP/HTTP collector base URL, e.g. http://collector:4318 (env OTEL_EXPORTER_OTLP_ENDPOINT)")
 }
 
 // envNames lists the environment variables that fill a flag not given on
 // the command line, first match wins. Flags not listed use BERTH_<FLAG>
 // (upper case, '-' as '_').
 var envNames = map[string][]string{
-	"database-url": {"DATABASE_URL", "BERTH_DATABASE_URL"},
-	"redis-url":    {"REDIS_URL", "BERTH_REDIS_URL"},
-	"proxy-secret": {"BERTH_PROXY_SECRET"},
-	"jwks-url":     {"BERTH_JWKS_URL"},
+	"database-url":  {"DATABASE_URL", "BERTH_DATABASE_URL"},
+	"redis-url":     {"REDIS_URL", "BERTH_REDIS_URL"},
+	"proxy-secret":  {"BERTH_PROXY_SECRET"},
+	"jwks-url":      {"BERTH_JWKS_URL"},
+	"otlp-endpoint": {"OTEL_EXPORTER_OTLP_ENDPOINT", "BERTH_OTLP_ENDPOINT"},
 }
 
 // ApplyEnv sets every flag of fs that was not set on the command line from
@@ -171,6 +183,14 @@ func (c *Config) Validate() error {
 	}
 	if c.PerIPRate <= 0 || c.PerIPBurst < 1 || c.AcceptRate <= 0 || c.AcceptBurst < 1 {
 		errs = append(errs, errors.New("rates and bursts must be positive"))
+	}
+	if c.TraceSample < 0 || c.TraceSample > 1 {
+		errs = append(errs, errors.New("-trace-sample must be within [0, 1]"))
+	}
+	if c.OTLPEndpoint != "" {
+		if _, err := tracing.TracesURL(c.OTLPEndpoint); err != nil {
+			errs = append(errs, fmt.Errorf("-otlp-endpoint: %w", err))
+		}
 	}
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		errs = append(errs, errors.New("-log-format must be json or text"))

@@ -9,13 +9,14 @@ import (
 
 func TestConfigFlagsAndEnv(t *testing.T) {
 	env := map[string]string{
-		"DATABASE_URL":       "postgres://env/db",
-		"REDIS_URL":          "redis://env:6379/0",
-		"BERTH_PROXY_SECRET": "0123456789abcdef0123",
-		"BERTH_JWKS_URL":     "http://env/jwks",
-		"BERTH_PER_IP_RATE":  "7.5",
-		"BERTH_DRAIN_GRACE":  "3s",
-		"BERTH_GATEWAY_ID":   "gw-from-env",
+		"DATABASE_URL":                "postgres://env/db",
+		"REDIS_URL":                   "redis://env:6379/0",
+		"BERTH_PROXY_SECRET":          "0123456789abcdef0123",
+		"BERTH_JWKS_URL":              "http://env/jwks",
+		"BERTH_PER_IP_RATE":           "7.5",
+		"BERTH_DRAIN_GRACE":           "3s",
+		"BERTH_GATEWAY_ID":            "gw-from-env",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318",
 	}
 	cfg := DefaultConfig()
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
@@ -38,6 +39,8 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 		{"gateway id", cfg.GatewayID, "gw-from-env"},
 		{"issuer flag", cfg.Issuer, "berth-staging"},
 		{"default kept", cfg.ListenTCP, ":1883"},
+		{"OTLP endpoint from OTEL_EXPORTER_OTLP_ENDPOINT", cfg.OTLPEndpoint, "http://collector:4318"},
+		{"default trace sample", cfg.TraceSample, 0.01},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,6 +88,11 @@ func TestConfigValidate(t *testing.T) {
 		{"tiny CONNECT cap", func(c *Config) { c.MaxConnectSize = 10 }, "max-connect-size"},
 		{"zero rate", func(c *Config) { c.PerIPRate = 0 }, "rates"},
 		{"log format", func(c *Config) { c.LogFormat = "xml" }, "log-format"},
+		{"trace sample above 1", func(c *Config) { c.TraceSample = 1.5 }, "trace-sample"},
+		{"negative trace sample", func(c *Config) { c.TraceSample = -0.1 }, "trace-sample"},
+		{"tracing off", func(c *Config) { c.TraceSample = 0 }, ""},
+		{"OTLP endpoint without a scheme", func(c *Config) { c.OTLPEndpoint = "collector:4318" }, "otlp-endpoint"},
+		{"OTLP endpoint", func(c *Config) { c.OTLPEndpoint = "https://otel.example.com" }, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -68,8 +68,11 @@ func readConnect(r io.Reader, maxSize int) (raw []byte, fh packet.FixedHeader, b
 }
 
 // handle serves one client connection on client (TCP, TLS after the
-// handshake, or a WebSocket stream). sni is the TLS server name, if any.
-func (g *Gateway) handle(s *session, client net.Conn, start time.Time, sni string) {
+// handshake, or a WebSocket stream). transport is KindTCP, KindTLS or
+// KindWS; sni is the TLS server name, if any. Along the way it notes what
+// the connect's trace will say (ct); refuse, or the forward to the node,
+// turns that into spans.
+func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport, sni string) {
 	g.m.active.Inc()
 	defer g.m.active.Dec()
 	log := g.log.With("conn_id", g.nextID.Add(1), "remote", client.RemoteAddr().String())
@@ -77,42 +80,54 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, sni strin
 	client.SetDeadline(deadline)
 	ctx, cancel := context.WithDeadline(g.connCtx, deadline)
 	defer cancel()
+	ct := connTrace{start: start, transport: transport}
+	ct.enter(phaseParse, time.Now())
 
 	raw, fh, body, err := readConnect(client, g.cfg.MaxConnectSize)
 	if err != nil {
 		switch {
 		case errors.Is(err, packet.ErrPacketTooLarge):
-			g.refuse(client, log, "", 0, refuseTooLarge, err)
+			g.refuse(client, log, &ct, refuseTooLarge, err)
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			g.refuse(client, log, "", 0, refuseTimeout, err)
+			g.refuse(client, log, &ct, refuseTimeout, err)
+		case errors.Is(err, net.ErrClosed):
+			// Cut by Shutdown after the drain grace, still waiting for it.
+			g.refuse(client, log, &ct, refuseShuttingDown, err)
 		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 			// Gone before saying anything: a port scan or a health check.
+			// No connect, so no span.
 		default:
-			g.refuse(client, log, "", 0, refuseMalformed, err)
+			g.refuse(client, log, &ct, refuseMalformed, err)
 		}
 		return
 	}
 	var p packet.Connect
 	if err := p.Decode(0, fh, body); err != nil {
+		ct.version = p.Version
 		var code packet.ReasonCode
 		errors.As(err, &code)
 		switch {
 		case code == packet.ErrUnsupportedProtocolVersion:
-			g.refuse(client, log, "", p.Version, refuseProtocol, err)
+			g.refuse(client, log, &ct, refuseProtocol, err)
 		case code == packet.ErrClientIDNotValid:
-			g.refuse(client, log, "", p.Version, refuseClientID, err)
+			g.refuse(client, log, &ct, refuseClientID, err)
 		case p.Version == packet.Version5:
-			g.refuse(client, log, "", p.Version, refuseMalformedV5, err)
+			g.refuse(client, log, &ct, refuseMalformedV5, err)
 		default:
-			g.refuse(client, log, "", p.Version, refuseMalformed, err)
+			g.refuse(client, log, &ct, refuseMalformed, err)
 		}
 		return
 	}
-	log = log.With("client_id", string(p.ClientID))
+	ct.version, ct.clientID = p.Version, string(p.ClientID)
+	if p.Version == packet.Version5 {
+		ct.parent = traceParent(p.Props.UserProperties)
+	}
+	log = log.With("client_id", ct.clientID)
 
 	// Authentication: user name = credential id, password = token.
+	ct.enter(phaseAuth, time.Now())
 	if !p.UsernameFlag || !p.PasswordFlag {
-		g.refuse(client, log, "", p.Version, refuseBadCredentials, errors.New("no user name or password"))
+		g.refuse(client, log, &ct, refuseBadCredentials, errors.New("no user name or password"))
 		return
 	}
 	claims, err := g.d.Auth.Verify(ctx, string(p.Username), p.Password)
@@ -121,10 +136,11 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, sni strin
 		if errors.Is(err, jwtauth.ErrKeysUnavailable) {
 			r = refuseAuthDown
 		}
-		g.refuse(client, log, "", p.Version, r, err)
+		g.refuse(client, log, &ct, r, err)
 		return
 	}
 	tid := claims.TenantID
+	ct.tenant, ct.credential = tid, claims.Subject
 	log = log.With("tenant_id", tid, "credential_id", claims.Subject)
 
 	// Watch before checking, so a revocation arriving from now on is seen.
@@ -132,22 +148,24 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, sni strin
 	defer watch.Stop()
 	select {
 	case <-watch.Done():
-		g.refuse(client, log, tid, p.Version, refuseRevoked, errors.New("credential revoked"))
+		g.refuse(client, log, &ct, refuseRevoked, errors.New("credential revoked"))
 		return
 	default:
 	}
 
+	// Admission: the tenant's placement and quota, then its connection limit.
+	ct.enter(phaseAdmission, time.Now())
 	rt, err := g.d.Routes.Lookup(ctx, tid)
 	switch {
 	case errors.Is(err, route.ErrNoTenant):
-		g.refuse(client, log, tid, p.Version, refuseNoTenant, err)
+		g.refuse(client, log, &ct, refuseNoTenant, err)
 		return
 	case err != nil:
-		g.refuse(client, log, tid, p.Version, refuseNoRoute, err)
+		g.refuse(client, log, &ct, refuseNoRoute, err)
 		return
 	}
 	if slug, ok := g.sniSlug(sni); ok && slug != rt.Slug {
-		g.refuse(client, log, tid, p.Version, refuseSNI, fmt.Errorf("SNI %q is not tenant %s (%s)", sni, tid, rt.Slug))
+		g.refuse(client, log, &ct, refuseSNI, fmt.Errorf("SNI %q is not tenant %s (%s)", sni, tid, rt.Slug))
 		return
 	}
 
@@ -155,13 +173,14 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, sni strin
 	if limit < 0 {
 		limit = g.cfg.DefaultMaxConnections
 	}
+	ct.limit, ct.limitKnown = limit, true
 	lease, err := g.d.Limits.Acquire(ctx, tid, limit)
 	switch {
 	case errors.Is(err, connlimit.ErrLimit):
-		g.refuse(client, log, tid, p.Version, refuseOverLimit, fmt.Errorf("limit %d", limit))
+		g.refuse(client, log, &ct, refuseOverLimit, fmt.Errorf("limit %d", limit))
 		return
 	case err != nil:
-		g.refuse(client, log, tid, p.Version, refuseLimiterDown, err)
+		g.refuse(client, log, &ct, refuseLimiterDown, err)
 		return
 	}
 	defer lease.Release()
@@ -169,13 +188,17 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, sni strin
 	if g.isClosing() {
 		// Accepted just before Shutdown: do not start a relay that the
 		// drain would only cut. MQTT 5 says why; 3.1.1 gets 0x03.
-		g.refuse(client, log, tid, p.Version, refuseShuttingDown, errors.New("gateway shutting down"))
+		g.refuse(client, log, &ct, refuseShuttingDown, errors.New("gateway shutting down"))
 		return
 	}
+
+	// Route: dial the node, send it the signed PROXY header and the CONNECT.
+	ct.enter(phaseRoute, time.Now())
+	ct.node = rt.NodeAddr
 	dialer := net.Dialer{Timeout: g.cfg.DialTimeout}
 	node, err := dialer.DialContext(ctx, "tcp", rt.NodeAddr)
 	if err != nil {
-		g.refuse(client, log, tid, p.Version, refuseNodeDown, err)
+		g.refuse(client, log, &ct, refuseNodeDown, err)
 		return
 	}
 	s.setNode(node)
@@ -192,19 +215,21 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, sni strin
 	info := proxyproto.Info{TenantID: tid, CredentialID: claims.Subject, ACL: claims.ACL, TokenExpiry: exp}
 	out, err := g.d.Signer.Append(make([]byte, 0, 256+len(claims.ACL)+len(raw)), src, dst, &info)
 	if err != nil {
-		g.refuse(client, log, tid, p.Version, refuseNodeDown, err)
+		g.refuse(client, log, &ct, refuseNodeDown, err)
 		return
 	}
 	out = append(out, raw...)
 	node.SetWriteDeadline(deadline)
 	if _, err := node.Write(out); err != nil {
-		g.refuse(client, log, tid, p.Version, refuseNodeDown, err)
+		g.refuse(client, log, &ct, refuseNodeDown, err)
 		return
 	}
 	node.SetWriteDeadline(time.Time{})
 	client.SetDeadline(time.Time{}) // from here the node owns keep-alive
+	now := time.Now()
 	g.m.connects.WithLabelValues(tid).Inc()
-	g.m.latency.WithLabelValues(tid).Observe(time.Since(start).Seconds())
+	g.m.latency.WithLabelValues(tid).Observe(now.Sub(start).Seconds())
+	g.traceConnect(&ct, now, nil, nil)
 	log.Debug("relaying", "node", rt.NodeAddr, "degraded_limit", lease.Degraded)
 
 	// Revocation closes the live connection.
@@ -236,15 +261,19 @@ func (g *Gateway) sniSlug(sni string) (string, bool) {
 	return slug, true
 }
 
-// refuse counts the refusal, sends its CONNACK (if it has one) and lets
-// the caller close the connection [MQTT-3.2.2-7].
-func (g *Gateway) refuse(c net.Conn, log *slog.Logger, tenant string, version byte, r refusal, cause error) {
-	g.m.refusals.WithLabelValues(tenant, r.label).Inc()
+// refuse counts the refusal, sends its CONNACK (if it has one), records
+// it on the connect's trace and lets the caller close the connection
+// [MQTT-3.2.2-7].
+func (g *Gateway) refuse(c net.Conn, log *slog.Logger, ct *connTrace, r refusal, cause error) {
+	failed := time.Now()
+	g.m.refusals.WithLabelValues(ct.tenant, r.label).Inc()
 	log.Info("connect refused", "reason", r.label, "err", cause)
-	if ack := r.connack(version); ack != nil {
+	if ack := r.connack(ct.version); ack != nil {
 		c.SetWriteDeadline(time.Now().Add(time.Second))
 		c.Write(ack)
 	}
+	ct.leave(failed)
+	g.traceConnect(ct, time.Now(), &r, cause)
 }
 
 // serveWS upgrades /mqtt to a WebSocket speaking subprotocol "mqtt" and
@@ -276,5 +305,5 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	defer g.untrack(s)
 	defer nc.Close()
-	g.handle(s, nc, start, "")
+	g.handle(s, nc, start, KindWS, "")
 }

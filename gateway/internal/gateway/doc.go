@@ -31,4 +31,29 @@
 // refuse. Refusal codes: MQTT 5 reason codes, the nearest MQTT 3.1.1
 // return code via packet.ReasonCode.ConnackV3 [MQTT-3.2.2-8] (3.1.1)
 // [MQTT-3.2.2-7]: after a refusal CONNACK the connection is closed.
+//
+// # A connect's trace
+//
+// Each CONNECT that arrives (not a connection closed before sending one) is
+// a trace (trace.go), sampled at Config.TraceSample; the tracer provider
+// is injected (Deps.Tracer, see package tracing). When an MQTT 5 CONNECT
+// carries a W3C traceparent user property (tracestate too), the connect
+// span is a child of the device's span and follows its sampled flag.
+//
+//	gateway.connect   server span, accept → CONNECT forwarded or refusal sent
+//	  │  tenant_id (once known), protocol_version (3, 4, 5), transport (tcp, tls, ws),
+//	  │  client_id, outcome (connected, refused), reason and reason_code (refused;
+//	  │  reason_code is the MQTT 5 code, absent when no CONNACK was sent),
+//	  │  status Error with the reason when refused
+//	  ├─ parse       read and decode the CONNECT
+//	  ├─ auth        JWT verify, revocation                     credential_id
+//	  ├─ admission   placement and quota lookup, SNI, limit     max_connections
+//	  └─ route       dial the node, PROXY header + CONNECT      node_addr
+//
+// Children run back to back and stop at the phase that refused, which
+// records the error (an exception event and status Error with its text).
+// Every span carries tenant_id once the token named it, so package
+// tracing keeps the whole tree per tenant in Postgres. The spans are made
+// when the outcome is known, from times noted on the way: an unsampled
+// connect pays a handful of clock reads and the sampling decision.
 package gateway

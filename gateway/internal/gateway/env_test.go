@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"berth.dev/broker/proxyproto"
 	"berth.dev/gateway/internal/connlimit"
@@ -35,11 +36,13 @@ type testEnv struct {
 	cfg    Config
 	secret []byte
 	nextID atomic.Int32
+	dead   string // address of ten_dead's node, where nobody listens
 }
 
 type envOptions struct {
 	maxConns int // quotas.max_connections of ten_acme; 0 leaves the tenant without quotas
 	config   func(*Config)
+	tracer   func(*pgxpool.Pool) trace.TracerProvider // the gateway's, given the test's database; none when nil
 }
 
 // Tenants seeded by newEnv.
@@ -73,6 +76,7 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 		t.Fatal(err)
 	}
 	deadAddr := dead.Addr().String()
+	e.dead = deadAddr
 	dead.Close()
 	for _, q := range []struct {
 		sql  string
@@ -124,9 +128,13 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var tp trace.TracerProvider
+	if o.tracer != nil {
+		tp = o.tracer(e.pool)
+	}
 	e.gw, err = New(e.cfg, Deps{
 		Auth:    jwtauth.NewVerifier(ks, jwtauth.VerifierOptions{Issuer: e.cfg.Issuer}),
-		Revoked: rev, Routes: routes, Limits: lim, Signer: signer,
+		Revoked: rev, Routes: routes, Limits: lim, Signer: signer, Tracer: tp,
 	})
 	if err != nil {
 		t.Fatal(err)

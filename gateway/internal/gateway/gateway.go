@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"berth.dev/broker/proxyproto"
 	"berth.dev/gateway/internal/connlimit"
@@ -31,6 +33,9 @@ type Deps struct {
 	Signer   *proxyproto.Signer
 	Logger   *slog.Logger
 	Registry *prometheus.Registry // where metrics register; a new one when nil
+	// Tracer makes the spans of each connect (see trace.go); none when nil.
+	// The caller owns it: its Shutdown, after the Gateway's, flushes them.
+	Tracer trace.TracerProvider
 }
 
 // Gateway serves MQTT listeners. New, Start, Shutdown.
@@ -43,6 +48,7 @@ type Gateway struct {
 	adm  *admission
 	bufs *bufPool
 	tls  *tls.Config // nil without a certificate
+	tr   trace.Tracer
 
 	connCtx    context.Context // cancelled when Shutdown gives up waiting
 	cancelConn context.CancelFunc
@@ -90,6 +96,9 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
+	if d.Tracer == nil {
+		d.Tracer = noop.NewTracerProvider()
+	}
 	reg := d.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -102,6 +111,7 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 		m:        newMetrics(reg),
 		adm:      newAdmission(&cfg),
 		bufs:     newBufPool(),
+		tr:       d.Tracer.Tracer(tracerName),
 		sessions: map[*session]struct{}{},
 		addrs:    map[string]net.Addr{},
 	}
@@ -307,7 +317,7 @@ func (g *Gateway) acceptLoop(ln net.Listener, tlsConf *tls.Config) {
 			defer g.untrack(s)
 			defer c.Close()
 			if tlsConf == nil {
-				g.handle(s, c, start, "")
+				g.handle(s, c, start, KindTCP, "")
 				return
 			}
 			tc := tls.Server(c, tlsConf)
@@ -318,7 +328,7 @@ func (g *Gateway) acceptLoop(ln net.Listener, tlsConf *tls.Config) {
 				g.m.refusals.WithLabelValues("", "tls_handshake").Inc()
 				return
 			}
-			g.handle(s, tc, start, tc.ConnectionState().ServerName)
+			g.handle(s, tc, start, KindTLS, tc.ConnectionState().ServerName)
 		}()
 	}
 }

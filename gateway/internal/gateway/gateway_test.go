@@ -14,8 +14,11 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 	mqtt "github.com/eclipse/paho.mqtt.golang"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"berth.dev/broker/packet"
+	"berth.dev/gateway/internal/tracing"
 )
 
 // connect311 connects with the Eclipse Paho MQTT 3.1.1 client and returns
@@ -41,6 +44,12 @@ func connect311(t *testing.T, broker, user, pass string, tlsConf *tls.Config) (m
 // returns the CONNACK reason code.
 func connect5(t *testing.T, addr, user, pass string) (*paho.Client, packet.ReasonCode, error) {
 	t.Helper()
+	return connect5Props(t, addr, user, pass, nil)
+}
+
+// connect5Props is connect5 with user properties on the CONNECT.
+func connect5Props(t *testing.T, addr, user, pass string, props paho.UserProperties) (*paho.Client, packet.ReasonCode, error) {
+	t.Helper()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +60,7 @@ func connect5(t *testing.T, addr, user, pass string) (*paho.Client, packet.Reaso
 	ca, err := c.Connect(ctx, &paho.Connect{
 		ClientID: "dev-5", KeepAlive: 30, CleanStart: true,
 		Username: user, UsernameFlag: true, Password: []byte(pass), PasswordFlag: true,
+		Properties: &paho.ConnectProperties{User: props},
 	})
 	t.Cleanup(func() { c.Disconnect(&paho.Disconnect{}); conn.Close() })
 	if ca == nil {
@@ -218,6 +228,9 @@ func refusalCases() []refusalCase {
 			return e.credential(t, "ten_nobody", nil)
 		}, 0x87, 0x05},
 		{"over the connection limit", func(t *testing.T, e *testEnv) (string, string) {
+			// The previous subtest's connections release their leases as
+			// their relays end, a moment after the client goes.
+			waitUntil(t, func() bool { return e.gw.d.Limits.Held(tenantAcme) == 0 })
 			id, tok := e.credential(t, tenantAcme, nil)
 			if _, rc, err := connect311(t, "tcp://"+e.addr(KindTCP), id, tok, nil); err != nil || rc != 0 {
 				t.Fatalf("first connection (the one allowed): rc=%d %v", rc, err)
@@ -497,15 +510,47 @@ func TestGlobalAcceptRate(t *testing.T) {
 
 // BenchmarkConnect measures a whole CONNECT through the gateway on
 // loopback: JWT check, revocation, route (cached), Redis admission, node
-// dial, signed PROXY header, CONNACK relayed back, then close.
+// dial, signed PROXY header, CONNACK relayed back, then close. Tracing off
+// (no tracer provider), at the default sample ratio, and with every
+// connect sampled; the traced runs use the real pipeline (spans kept in
+// Postgres, no OTLP collector).
 func BenchmarkConnect(b *testing.B) {
-	e := newEnv(b, envOptions{config: func(c *Config) { c.PerIPRate, c.PerIPBurst, c.AcceptRate, c.AcceptBurst = 1e6, 1e6, 1e6, 1e6 }})
+	for _, bc := range []struct {
+		name  string
+		ratio float64
+	}{{"tracing=off", 0}, {"tracing=0.01", DefaultConfig().TraceSample}, {"tracing=1", 1}} {
+		b.Run(bc.name, func(b *testing.B) {
+			o := envOptions{config: func(c *Config) { c.PerIPRate, c.PerIPBurst, c.AcceptRate, c.AcceptBurst = 1e6, 1e6, 1e6, 1e6 }}
+			var store *tracing.SpanStore
+			if bc.ratio > 0 {
+				o.tracer = func(pool *pgxpool.Pool) trace.TracerProvider {
+					p, err := tracing.New(context.Background(), tracing.Options{SampleRatio: bc.ratio, Pool: pool})
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { p.Shutdown(context.Background()) })
+					store = p.Store()
+					return p.TracerProvider()
+				}
+			}
+			benchConnect(b, newEnv(b, o))
+			if store != nil {
+				store.ForceFlush(context.Background())
+				b.ReportMetric(float64(store.Stored()), "spans-stored")
+				b.ReportMetric(float64(store.Dropped(tracing.DropQueueFull)), "spans-dropped")
+			}
+		})
+	}
+}
+
+func benchConnect(b *testing.B, e *testEnv) {
 	id, tok := e.credential(b, tenantAcme, nil)
 	connect := packet.Connect{CleanStart: true, KeepAlive: 30, ClientID: []byte("bench"), Username: []byte(id), Password: []byte(tok)}
 	msg, _ := connect.Append(nil, packet.Version311)
 	addr := e.addr(KindTCP)
 	ack := make([]byte, 4)
 	b.ReportAllocs()
+	b.SetBytes(int64(len(msg)))
 	for b.Loop() {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
