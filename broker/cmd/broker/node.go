@@ -7,11 +7,16 @@ import (
 	"log/slog"
 
 	"berth.dev/broker/internal/node"
+	"berth.dev/broker/internal/wal"
 )
 
 // nodeConfig is the node's part of Config.
 func (c Config) nodeConfig(log *slog.Logger) node.Config {
+	policy, _ := wal.ParsePolicy(c.Fsync) // checked by validateNode
 	return node.Config{
+		DataDir:        c.DataDir,
+		Fsync:          policy,
+		FsyncInterval:  c.FsyncInterval,
 		ID:             c.NodeID,
 		InternalListen: c.InternalListen,
 		AdminListen:    c.AdminListen,
@@ -30,6 +35,9 @@ func (c Config) nodeConfig(log *slog.Logger) node.Config {
 func (c Config) validateNode() error {
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("config: -log-format %q: want text or json", c.LogFormat)
+	}
+	if _, err := wal.ParsePolicy(c.Fsync); err != nil {
+		return fmt.Errorf("config: -fsync: %w", err)
 	}
 	cfg := c.nodeConfig(nil)
 	return cfg.Validate()

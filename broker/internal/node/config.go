@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"berth.dev/broker/internal/wal"
 )
 
 // Config configures a node. Zero durations take the defaults noted.
@@ -35,6 +37,12 @@ type Config struct {
 	ProxySecret    []byte // HMAC key shared with the gateways
 	NodeToken      string // bearer token of the admin API
 	Capacity       int    // tenants this node is sized for; default 1000
+
+	// DataDir holds one write-ahead-log store per tenant (a directory named
+	// by a hash of its id); empty keeps tenants' state in memory only.
+	DataDir       string
+	Fsync         wal.Policy
+	FsyncInterval time.Duration
 
 	HeaderTimeout     time.Duration // for the PROXY header; default 5 s
 	UsageInterval     time.Duration // usage flush period; default 10 s

@@ -199,6 +199,14 @@ func (n *Node) shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("node: connections still open: %w", ctx.Err()))
 	}
+	// The shards are stopped: sync and close their logs.
+	for _, t := range ts {
+		if t.store != nil {
+			if err := t.store.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("tenant %s: closing storage: %w", t.id, err))
+			}
+		}
+	}
 	if err := n.admin.Shutdown(ctx); err != nil {
 		errs = append(errs, err)
 	}

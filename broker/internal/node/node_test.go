@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"berth.dev/billing/plan"
+	"berth.dev/broker/internal/wal"
 	"berth.dev/broker/packet"
 	"berth.dev/broker/proxyproto"
 	"berth.dev/testenv"
@@ -35,17 +36,25 @@ type testNode struct {
 
 func startNode(t *testing.T) *testNode {
 	t.Helper()
-	url := testenv.DatabaseURL(t)
+	return startNodeWith(t, testenv.DatabaseURL(t), "", true)
+}
+
+// startNodeWith starts a node on the database at url, keeping tenants'
+// state under dataDir (empty: memory). seed creates the two test tenants.
+func startNodeWith(t *testing.T, url, dataDir string, seed bool) *testNode {
+	t.Helper()
 	pool, err := pgxpool.New(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	for _, id := range []string{"ten_a", "ten_b"} {
-		seedTenant(t, pool, id)
+	if seed {
+		for _, id := range []string{"ten_a", "ten_b"} {
+			seedTenant(t, pool, id)
+		}
 	}
 	n, err := New(Config{
-		ID: "node-test", InternalListen: "127.0.0.1:0", AdminListen: "127.0.0.1:0",
+		ID: "node-test", InternalListen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", DataDir: dataDir, Fsync: wal.SyncAlways,
 		DatabaseURL: url, ProxySecret: testSecret, NodeToken: testToken,
 		UsageInterval: time.Hour, HeartbeatInterval: time.Hour,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

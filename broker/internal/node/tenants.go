@@ -9,6 +9,7 @@ import (
 
 	"berth.dev/billing/plan"
 	"berth.dev/broker/internal/shard"
+	"berth.dev/broker/internal/store"
 	"berth.dev/broker/internal/usage"
 )
 
@@ -18,6 +19,7 @@ type tenant struct {
 	sh     *shard.Shard
 	usage  *usage.Counters
 	limits *tenantLimits
+	store  *store.WAL // nil without a data directory; closed after the shard
 
 	mu    sync.Mutex
 	last  shard.Stats                      // counters already folded into usage
@@ -32,6 +34,9 @@ func shardOptions(q plan.Quotas, n *Node, tenantID string) shard.Options {
 		MaxInflight:               int(q.MaxInflight),
 		MaxQueuedBytes:            int(q.MaxQueuedBytes),
 		MaxSubscriptionsPerClient: int(q.MaxSubscriptions),
+		// The storage-retention quota is how far back berth-replay-from
+		// may reach in the tenant's message log.
+		ReplayHistory: time.Duration(q.RetentionSeconds) * time.Second,
 	}
 }
 
@@ -64,11 +69,24 @@ func (n *Node) tenant(ctx context.Context, id string) (*tenant, error) {
 	if n.closing {
 		return nil, errShuttingDown
 	}
-	sh := shard.New(shardOptions(q, n, id))
+	opts := shardOptions(q, n, id)
+	var st *store.WAL
+	if n.cfg.DataDir != "" {
+		if st, err = store.OpenTenant(n.cfg.DataDir, id, store.WALOptions{
+			Fsync: n.cfg.Fsync, FsyncInterval: n.cfg.FsyncInterval, Logger: opts.Logger,
+		}); err != nil {
+			return nil, fmt.Errorf("node: storage of %s: %w", id, err)
+		}
+		opts.Store, opts.MessageLog = st, st.Messages()
+	}
+	sh := shard.New(opts)
 	if err := sh.Start(n.ctx); err != nil {
+		if st != nil {
+			st.Close()
+		}
 		return nil, fmt.Errorf("node: start shard for %s: %w", id, err)
 	}
-	t = &tenant{id: id, sh: sh, usage: n.meter.Tenant(id), limits: newTenantLimits(q, monthUsed), conns: make(map[string]map[net.Conn]struct{})}
+	t = &tenant{id: id, sh: sh, store: st, usage: n.meter.Tenant(id), limits: newTenantLimits(q, monthUsed), conns: make(map[string]map[net.Conn]struct{})}
 	n.tenants[id] = t
 	n.log.Info("tenant shard opened", "tenant_id", id)
 	return t, nil
