@@ -3,6 +3,7 @@ package gateway
 import (
 	"io"
 	"net"
+	"sync"
 )
 
 // relayBufSize is the buffer for relays the kernel cannot splice.
@@ -39,14 +40,19 @@ func (p *bufPool) put(b *[]byte) {
 // then closes both (which ends the other direction) and returns the bytes
 // copied client->node and node->client.
 func relay(client, node net.Conn, bufs *bufPool) (up, down int64) {
+	// Whichever direction ends first closes both: a node that hangs up
+	// (refusing a token, shutting down, kicking the client) must not leave
+	// the device connected to nothing, waiting on a read of its own.
+	var once sync.Once
+	closeBoth := func() { once.Do(func() { client.Close(); node.Close() }) }
 	done := make(chan int64, 1)
 	go func() {
 		n, _ := copyConn(client, node, bufs)
+		closeBoth()
 		done <- n
 	}()
 	up, _ = copyConn(node, client, bufs)
-	client.Close()
-	node.Close()
+	closeBoth()
 	down = <-done
 	return up, down
 }

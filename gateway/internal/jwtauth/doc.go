@@ -10,8 +10,8 @@
 // A Verifier parses the compact JWT by hand (three base64url parts), pins
 // the algorithm to EdDSA, so "none", HS256 and every other alg are refused
 // before any key is touched, checks the signature, then the registered
-// claims with a small leeway (exp, nbf, iat), the issuer, and that the MQTT
-// user name equals sub. The token format (docs/contracts.md):
+// claims (exp exactly; nbf and iat with a small leeway for clock skew),
+// the issuer, and that the MQTT user name equals sub. The token format (docs/contracts.md):
 //
 //	header  {"alg":"EdDSA","typ":"JWT","kid":"<kid>"}
 //	claims  {"iss":"berth","sub":"crd_…","tid":"ten_…","iat":1700000000,

@@ -149,8 +149,11 @@ func TestVerify(t *testing.T) {
 		{"expired", "crd_abc", func(t *testing.T) string {
 			return sign(t, hdr("k1"), claims(func(c map[string]any) { c["exp"] = now.Add(-time.Minute).Unix() }), priv)
 		}, ErrExpired},
-		{"expired 5 s ago is within the leeway", "crd_abc", func(t *testing.T) string {
+		{"expired 5 s ago: exp has no leeway (the node cuts at exp)", "crd_abc", func(t *testing.T) string {
 			return sign(t, hdr("k1"), claims(func(c map[string]any) { c["exp"] = now.Add(-5 * time.Second).Unix() }), priv)
+		}, ErrExpired},
+		{"not valid before 5 s from now is within the leeway", "crd_abc", func(t *testing.T) string {
+			return sign(t, hdr("k1"), claims(func(c map[string]any) { c["nbf"] = now.Add(5 * time.Second).Unix() }), priv)
 		}, nil},
 		{"not valid before an hour from now", "crd_abc", func(t *testing.T) string {
 			return sign(t, hdr("k1"), claims(func(c map[string]any) { c["nbf"] = now.Add(time.Hour).Unix() }), priv)

@@ -44,7 +44,7 @@ type Claims struct {
 // VerifierOptions configures a Verifier.
 type VerifierOptions struct {
 	Issuer string           // required iss; "berth" when empty
-	Leeway time.Duration    // clock skew allowed on exp, nbf, iat; 10 s when 0
+	Leeway time.Duration    // clock skew allowed on nbf and iat (not exp); 10 s when 0
 	Now    func() time.Time // time.Now when nil
 }
 
@@ -156,7 +156,10 @@ func (v *Verifier) Verify(ctx context.Context, username string, token []byte) (*
 	}
 	now := v.now()
 	switch {
-	case !c.Expiry.IsZero() && !now.Before(c.Expiry.Add(v.leeway)): // RFC 7519 section 4.1.4
+	// No leeway on exp: the node ends the connection at exactly this
+	// instant (0xA0), so a token the gateway admitted late would only be
+	// cut at once. Leeway covers clock skew on nbf and iat.
+	case !c.Expiry.IsZero() && !now.Before(c.Expiry): // RFC 7519 section 4.1.4
 		return nil, ErrExpired
 	case !c.NotBefore.IsZero() && now.Add(v.leeway).Before(c.NotBefore): // section 4.1.5
 		return nil, ErrNotYetValid
