@@ -1,0 +1,113 @@
+package stack
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// Account is a signed-up user with its first tenant.
+type Account struct {
+	ID     string `json:"account_id"`
+	APIKey string `json:"api_key"`
+	Tenant struct {
+		ID       string `json:"id"`
+		Slug     string `json:"slug"`
+		Endpoint string `json:"endpoint"`
+	} `json:"tenant"`
+}
+
+// Credential is a device credential as the API returns it once.
+type Credential struct {
+	ID       string `json:"id"`
+	Username string `json:"username"`
+	Password string `json:"password"`
+	Endpoint string `json:"endpoint"`
+	MQTTAddr string `json:"mqtt_addr"`
+}
+
+// Do sends a JSON request with the API key and decodes a JSON answer into
+// out (when not nil). It returns the status code.
+func (s *Stack) Do(t testing.TB, method, path, apiKey string, body, out any) int {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, s.API+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: decode %q: %v", method, path, raw, err)
+		}
+	}
+	if resp.StatusCode >= 300 {
+		t.Logf("%s %s -> %d %s", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode
+}
+
+// Signup creates an account with a unique email.
+func (s *Stack) Signup(t testing.TB) Account {
+	t.Helper()
+	var a Account
+	body := map[string]string{"email": "user-" + randomHex(5) + "@example.com", "password": "correct horse battery staple"}
+	if code := s.Do(t, "POST", "/v1/signup", "", body, &a); code != http.StatusCreated {
+		t.Fatalf("signup: status %d", code)
+	}
+	return a
+}
+
+// CreateCredential makes a device credential for a's tenant.
+func (s *Stack) CreateCredential(t testing.TB, a Account, pub, sub []string, expiresAt *time.Time) Credential {
+	t.Helper()
+	body := map[string]any{"name": "device-" + randomHex(3), "acl": map[string][]string{"pub": pub, "sub": sub}}
+	if expiresAt != nil {
+		body["expires_at"] = expiresAt.UTC().Format(time.RFC3339)
+	}
+	var c Credential
+	if code := s.Do(t, "POST", fmt.Sprintf("/v1/tenants/%s/credentials", a.Tenant.ID), a.APIKey, body, &c); code != http.StatusCreated {
+		t.Fatalf("create credential: status %d", code)
+	}
+	return c
+}
+
+// Revoke revokes a credential.
+func (s *Stack) Revoke(t testing.TB, a Account, credID string) {
+	t.Helper()
+	if code := s.Do(t, "DELETE", fmt.Sprintf("/v1/tenants/%s/credentials/%s", a.Tenant.ID, credID), a.APIKey, nil, nil); code/100 != 2 {
+		t.Fatalf("revoke: status %d", code)
+	}
+}
+
+// SetQuota changes one quota of a's tenant; the API merges it into the
+// others and announces the change to the nodes and gateways.
+func (s *Stack) SetQuota(t testing.TB, a Account, name string, value int64) {
+	t.Helper()
+	path := fmt.Sprintf("/v1/tenants/%s/quotas", a.Tenant.ID)
+	if code := s.Do(t, "PUT", path, a.APIKey, map[string]int64{name: value}, nil); code != http.StatusOK {
+		t.Fatalf("put quotas: status %d", code)
+	}
+}

@@ -1,0 +1,115 @@
+package stack
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"testing"
+	"time"
+
+	"berth.dev/testenv"
+)
+
+// Options shape a stack.
+type Options struct {
+	Gateways int           // how many gateways; default 1
+	LeaseTTL time.Duration // gateways' connection-limit lease TTL; default 3 s
+	// TLSCert and TLSKey, when set, give every gateway a TLS listener;
+	// TenantDomain makes it check SNI <slug>.<domain> against the token.
+	TLSCert, TLSKey, TenantDomain string
+}
+
+// Gateway is one running gateway.
+type Gateway struct {
+	*Proc
+	ID      string
+	MQTT    string // MQTT over TCP, host:port
+	WS      string // MQTT over WebSocket, host:port (path /mqtt)
+	TLS     string // MQTT over TLS, host:port, when Options.TLSCert is set
+	Metrics string
+	args    []string
+	env     []string
+	bin     string
+}
+
+// Stack is a running Berth: api, one node, gateways.
+type Stack struct {
+	DatabaseURL string
+	RedisURL    string
+	RedisPrefix string
+	API         string // base URL, http://host:port
+	APIProc     *Proc
+	Node        *Proc
+	NodeMQTT    string
+	NodeAdmin   string
+	Gateways    []*Gateway
+
+	ProxySecret string
+	NodeToken   string
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// New starts a stack on a fresh database and returns once every process
+// listens.
+func New(t testing.TB, bins Binaries, opts Options) *Stack {
+	t.Helper()
+	if opts.Gateways <= 0 {
+		opts.Gateways = 1
+	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = 3 * time.Second
+	}
+	redis := testenv.Redis(t)
+	s := &Stack{
+		DatabaseURL: testenv.DatabaseURL(t),
+		RedisURL:    redis.URL,
+		RedisPrefix: redis.Prefix,
+		ProxySecret: randomHex(32),
+		NodeToken:   randomHex(32),
+	}
+	apiAddr := FreeAddr(t)
+	s.API = "http://" + apiAddr
+	s.NodeMQTT, s.NodeAdmin = FreeAddr(t), FreeAddr(t)
+	gwAddrs := make([]string, opts.Gateways)
+	for i := range gwAddrs {
+		gwAddrs[i] = FreeAddr(t)
+	}
+
+	s.Node = Start(t, "node", bins.Broker, []string{
+		"-node-id", "node-" + randomHex(4),
+		"-internal-listen", s.NodeMQTT, "-admin-listen", s.NodeAdmin,
+		"-data", t.TempDir(), "-log-format", "text",
+	}, []string{"DATABASE_URL=" + s.DatabaseURL, "BERTH_PROXY_SECRET=" + s.ProxySecret, "BERTH_NODE_TOKEN=" + s.NodeToken})
+	WaitListening(t, s.Node, s.NodeMQTT, 30*time.Second)
+
+	s.APIProc = Start(t, "api", bins.API, []string{
+		"-listen", apiAddr, "-mqtt-addr", gwAddrs[0], "-log-format", "text",
+		"-secure-cookies=false", "-auth-rate-limit", "1000",
+	}, []string{"DATABASE_URL=" + s.DatabaseURL, "BERTH_NODE_TOKEN=" + s.NodeToken})
+	WaitListening(t, s.APIProc, apiAddr, 30*time.Second)
+
+	for i := range opts.Gateways {
+		g := &Gateway{ID: fmt.Sprintf("gw%d-%s", i, randomHex(3)), MQTT: gwAddrs[i], WS: FreeAddr(t), Metrics: FreeAddr(t), bin: bins.Gateway}
+		tlsArgs := []string{"-listen-tls", ""}
+		if opts.TLSCert != "" {
+			g.TLS = FreeAddr(t)
+			tlsArgs = []string{"-listen-tls", g.TLS, "-tls-cert", opts.TLSCert, "-tls-key", opts.TLSKey, "-tenant-domain", opts.TenantDomain}
+		}
+		g.args = append([]string{
+			"-listen", g.MQTT, "-listen-ws", g.WS, "-metrics-listen", g.Metrics,
+			"-jwks-url", s.API + "/v1/.well-known/jwks.json", "-gateway-id", g.ID,
+			"-lease-ttl", opts.LeaseTTL.String(), "-drain-grace", "2s", "-log-format", "text",
+			"-per-ip-rate", "1000", "-per-ip-burst", "1000", "-redis-prefix", s.RedisPrefix,
+		}, tlsArgs...)
+		g.env = []string{"DATABASE_URL=" + s.DatabaseURL, "REDIS_URL=" + s.RedisURL, "BERTH_PROXY_SECRET=" + s.ProxySecret}
+		g.Proc = Start(t, g.ID, g.bin, g.args, g.env)
+		WaitListening(t, g.Proc, g.MQTT, 30*time.Second)
+		s.Gateways = append(s.Gateways, g)
+	}
+	return s
+}
