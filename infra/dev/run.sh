@@ -27,7 +27,8 @@ cleanup() {
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 	"$(dirname "$0")/down.sh" || true
 }
-trap cleanup INT TERM EXIT
+trap cleanup EXIT
+trap 'exit 130' INT TERM # the EXIT trap stops everything
 
 "$(dirname "$0")/up.sh"
 DATABASE_URL=postgres://postgres@127.0.0.1:$BERTH_PG_PORT/berth?sslmode=disable
@@ -59,25 +60,31 @@ start() { # start NAME ARGS...: runs a binary in the background, logging to .run
 	pids+=($!)
 }
 
-api=; gateway=; node=
-have services/cmd/api && api=1
+api=; full=
+have services/cmd/api && have services/cmd/berthctl && api=1
 have broker/cmd/broker || die "broker/cmd/broker is missing"
-have gateway/cmd/gateway && "$BIN/broker" -help 2>&1 | grep -q -- '-node-id' && gateway=1 && node=1
+have gateway/cmd/gateway && "$BIN/broker" -help 2>&1 | grep -q -- '-node-id' && full=1
 
-if [ -n "$api" ]; then
-	start api -listen "$API_ADDR" -database-url "$DATABASE_URL" -mqtt-addr "$MQTT_ADDR"
-	wait_port "$API_ADDR" api
-	echo "  api        http://$API_ADDR  (dashboard at /, REST at /v1, metrics at /metrics)"
-fi
-if [ -n "$node" ]; then
-	start broker -node-id dev-node-1 -internal-listen "$NODE_MQTT" -admin-listen "$NODE_ADMIN" -data "$BERTH_RUN_DIR/node-data" -database-url "$DATABASE_URL"
+if [ -n "$full" ]; then
+	start broker -node-id dev-node-1 -internal-listen "$NODE_MQTT" -admin-listen "$NODE_ADMIN" \
+		-data "$BERTH_RUN_DIR/node-data" -database-url "$DATABASE_URL"
 	wait_port "$NODE_MQTT" broker
-	start gateway -listen "$MQTT_ADDR" -ws-listen "$WS_ADDR" -metrics-listen "$GW_METRICS" -jwks-url "http://$API_ADDR/v1/.well-known/jwks.json" -database-url "$DATABASE_URL" -redis-url "$REDIS_URL"
+fi
+if [ -n "$api" ]; then
+	start api -listen "$API_ADDR" -database-url "$DATABASE_URL" -mqtt-addr "$MQTT_ADDR" \
+		-log-format text -secure-cookies=false
+	wait_port "$API_ADDR" api
+	echo "  api        http://$API_ADDR  (REST at /v1, health at /healthz, metrics at /metrics)"
+fi
+if [ -n "$full" ] && [ -n "$api" ]; then
+	start gateway -gateway-id dev-gw-1 -listen "$MQTT_ADDR" -listen-ws "$WS_ADDR" -listen-tls "" \
+		-metrics-listen "$GW_METRICS" -jwks-url "http://$API_ADDR/v1/.well-known/jwks.json" \
+		-database-url "$DATABASE_URL" -redis-url "$REDIS_URL" -log-format text
 	wait_port "$MQTT_ADDR" gateway
 	echo "  node       mqtt $NODE_MQTT (PROXY v2 only), admin http://$NODE_ADMIN"
 	echo "  gateway    mqtt://$MQTT_ADDR  ws://$WS_ADDR/mqtt  metrics http://$GW_METRICS/metrics"
 else
-	# Until the node and gateway exist, the broker runs standalone and anonymous.
+	# Without the API the broker runs standalone and anonymous.
 	start broker -listen "$MQTT_ADDR" -ws-listen "$WS_ADDR" -allow-anonymous -data "$BERTH_RUN_DIR/standalone-data"
 	wait_port "$MQTT_ADDR" broker
 	echo "  broker     mqtt://$MQTT_ADDR  ws://$WS_ADDR/mqtt  (standalone, anonymous)"
@@ -86,14 +93,16 @@ echo "  postgres   $DATABASE_URL"
 echo "  redis      $REDIS_URL"
 
 demo=$BERTH_RUN_DIR/demo.env
-if [ -n "$api" ] && [ -n "$gateway" ]; then
-	"$(dirname "$0")/demo.sh" "http://$API_ADDR" "$MQTT_ADDR" >"$demo"
+if [ -n "$full" ] && [ -n "$api" ]; then
+	(umask 077 && "$BIN/berthctl" demo -api "http://$API_ADDR" >"$demo")
 	. "$demo"
+	h=${BERTH_MQTT_ADDR%:*} p=${BERTH_MQTT_ADDR##*:}
 	echo
-	echo "Demo credential (also in $demo):"
-	echo "  mosquitto_sub -h ${BERTH_MQTT_ADDR%:*} -p ${BERTH_MQTT_ADDR##*:} -u '$BERTH_MQTT_USERNAME' -P \"\$BERTH_MQTT_PASSWORD\" -t 'demo/#' -v"
-	echo "  mosquitto_pub -h ${BERTH_MQTT_ADDR%:*} -p ${BERTH_MQTT_ADDR##*:} -u '$BERTH_MQTT_USERNAME' -P \"\$BERTH_MQTT_PASSWORD\" -t demo/hello -m hi"
-	echo "  (source $demo first for BERTH_MQTT_PASSWORD)"
+	echo "Demo tenant $BERTH_TENANT_ID; its device credential may use demo/# (all in $demo):"
+	echo "  . $demo"
+	echo "  mosquitto_sub -h $h -p $p -u \"\$BERTH_MQTT_USERNAME\" -P \"\$BERTH_MQTT_PASSWORD\" -t 'demo/#' -v"
+	echo "  mosquitto_pub -h $h -p $p -u \"\$BERTH_MQTT_USERNAME\" -P \"\$BERTH_MQTT_PASSWORD\" -t demo/hello -m hi"
+	echo "  curl -H \"Authorization: Bearer \$BERTH_API_KEY\" http://$API_ADDR/v1/tenants/\$BERTH_TENANT_ID/sessions"
 else
 	printf 'BERTH_MQTT_ADDR=%s\n' "$MQTT_ADDR" >"$demo"
 	echo

@@ -21,7 +21,7 @@ import (
 
 // Binaries are the built programs.
 type Binaries struct {
-	API, Broker, Gateway string
+	API, Broker, Gateway, Berthctl string
 }
 
 // Build compiles the api, broker and gateway into dir. It is called once per
@@ -32,15 +32,16 @@ func Build(dir string) (Binaries, error) {
 		return Binaries{}, err
 	}
 	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-		"./services/cmd/api", "./broker/cmd/broker", "./gateway/cmd/gateway")
+		"./services/cmd/api", "./services/cmd/berthctl", "./broker/cmd/broker", "./gateway/cmd/gateway")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return Binaries{}, fmt.Errorf("stack: go build: %v\n%s", err, out)
 	}
 	return Binaries{
-		API:     filepath.Join(dir, "api"),
-		Broker:  filepath.Join(dir, "broker"),
-		Gateway: filepath.Join(dir, "gateway"),
+		API:      filepath.Join(dir, "api"),
+		Broker:   filepath.Join(dir, "broker"),
+		Gateway:  filepath.Join(dir, "gateway"),
+		Berthctl: filepath.Join(dir, "berthctl"),
 	}, nil
 }
 
