@@ -104,6 +104,25 @@ var catalogue = map[string]Plan{
 			MaxQueuedBytes: 256 * mib, MonthlyMessages: 1_000_000_000,
 		},
 	},
+	// business is for fleets that push the broker: its bounds are set by
+	// what one node can carry, not by price.
+	"business": {
+		Name: "business",
+		Defaults: Quotas{
+			MaxConnections: 10_000, MaxMsgsPerSec: 50_000, MaxBytesPerSec: 100 * mib,
+			ClientMsgsPerSec: 1000, ClientBytesPerSec: 10 * mib, MaxMessageSize: 1 * mib,
+			MaxSubscriptions: 1000, MaxRetainedMessages: 100_000, MaxRetainedBytes: 512 * mib,
+			RetentionSeconds: 14 * day, RetentionBytes: 64 * gib, MaxInflight: 1000,
+			MaxQueuedBytes: 64 * mib, MonthlyMessages: 10_000_000_000,
+		},
+		Max: Quotas{
+			MaxConnections: 100_000, MaxMsgsPerSec: 10_000_000, MaxBytesPerSec: 10 * gib,
+			ClientMsgsPerSec: 1_000_000, ClientBytesPerSec: 1 * gib, MaxMessageSize: 64 * mib,
+			MaxSubscriptions: 10_000, MaxRetainedMessages: 1_000_000, MaxRetainedBytes: 4 * gib,
+			RetentionSeconds: 90 * day, RetentionBytes: 1024 * gib, MaxInflight: 65535,
+			MaxQueuedBytes: 1 * gib, MonthlyMessages: 1_000_000_000_000,
+		},
+	},
 }
 
 // ErrUnknown is returned for a plan name that is not in the catalogue.
@@ -119,7 +138,7 @@ func Lookup(name string) (Plan, error) {
 }
 
 // Names lists the plans, cheapest first.
-func Names() []string { return []string{"free", "pro"} }
+func Names() []string { return []string{"free", "pro", "business"} }
 
 // BoundError says which quota is out of its plan's bounds.
 type BoundError struct {
