@@ -77,7 +77,7 @@ if [ -n "$api" ]; then
 	echo "  api        http://$API_ADDR  (REST at /v1, health at /healthz, metrics at /metrics)"
 fi
 if [ -n "$full" ] && [ -n "$api" ]; then
-	start gateway -gateway-id dev-gw-1 -listen "$MQTT_ADDR" -listen-ws "$WS_ADDR" -listen-tls "" \
+	start gateway -gateway-id dev-gw-1 -listen "$MQTT_ADDR" -listen-ws "$WS_ADDR" -listen-tls "" -listen-wss "" \
 		-metrics-listen "$GW_METRICS" -jwks-url "http://$API_ADDR/v1/.well-known/jwks.json" \
 		-database-url "$DATABASE_URL" -redis-url "$REDIS_URL" -log-format text
 	wait_port "$MQTT_ADDR" gateway

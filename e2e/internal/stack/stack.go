@@ -95,10 +95,10 @@ func New(t testing.TB, bins Binaries, opts Options) *Stack {
 
 	for i := range opts.Gateways {
 		g := &Gateway{ID: fmt.Sprintf("gw%d-%s", i, randomHex(3)), MQTT: gwAddrs[i], WS: FreeAddr(t), Metrics: FreeAddr(t), bin: bins.Gateway}
-		tlsArgs := []string{"-listen-tls", ""}
+		tlsArgs := []string{"-listen-tls", "", "-listen-wss", ""}
 		if opts.TLSCert != "" {
 			g.TLS = FreeAddr(t)
-			tlsArgs = []string{"-listen-tls", g.TLS, "-tls-cert", opts.TLSCert, "-tls-key", opts.TLSKey, "-tenant-domain", opts.TenantDomain}
+			tlsArgs = []string{"-listen-tls", g.TLS, "-listen-wss", "", "-tls-cert", opts.TLSCert, "-tls-key", opts.TLSKey, "-tenant-domain", opts.TenantDomain}
 		}
 		g.args = append([]string{
 			"-listen", g.MQTT, "-listen-ws", g.WS, "-metrics-listen", g.Metrics,

@@ -1,8 +1,9 @@
 // Command gateway is Berth's MQTT-aware connection gateway: it accepts
-// device connections on TCP (:1883), TLS (:8883) and WebSocket (:8083/mqtt),
-// authenticates each CONNECT against the API's JWKS, admits it under the
-// tenant's global connection limit (Redis), and relays it to the tenant's
-// broker node behind a signed PROXY v2 header. See package
+// device connections on TCP (:1883), TLS (:8883), WebSocket (:8083/mqtt)
+// and WebSocket over TLS (:8084/mqtt; TLS and WSS only with -tls-cert and
+// -tls-key), authenticates each CONNECT against the API's JWKS, admits it
+// under the tenant's global connection limit (Redis), and relays it to the
+// tenant's broker node behind a signed PROXY v2 header. See package
 // berth.dev/gateway/internal/gateway.
 //
 // Usage:

@@ -18,12 +18,13 @@ type Config struct {
 	ListenTCP     string // MQTT over TCP; "" disables
 	ListenTLS     string // MQTT over TLS; used only with TLSCert and TLSKey
 	ListenWS      string // MQTT over WebSocket at /mqtt; "" disables
+	ListenWSS     string // MQTT over WebSocket over TLS at /mqtt; used only with TLSCert and TLSKey
 	MetricsListen string // Prometheus /metrics; "" disables
 
 	TLSCert, TLSKey string
 	TLSReloadCheck  time.Duration // how often a handshake may stat the files for a new certificate
-	// TenantDomain: with TLS, an SNI of <slug>.<TenantDomain> must name the
-	// token's tenant. Other server names (or none) are not checked.
+	// TenantDomain: over TLS and WSS, an SNI of <slug>.<TenantDomain> must
+	// name the token's tenant. Other server names (or none) are not checked.
 	TenantDomain string
 
 	DatabaseURL string
@@ -63,6 +64,7 @@ func DefaultConfig() Config {
 		ListenTCP:             ":1883",
 		ListenTLS:             ":8883",
 		ListenWS:              ":8083",
+		ListenWSS:             ":8084",
 		MetricsListen:         ":9101",
 		Issuer:                "berth",
 		RedisPrefix:           "berth:",
@@ -89,6 +91,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ListenTCP, "listen", c.ListenTCP, "MQTT over TCP address (empty disables)")
 	fs.StringVar(&c.ListenTLS, "listen-tls", c.ListenTLS, "MQTT over TLS address (needs -tls-cert and -tls-key)")
 	fs.StringVar(&c.ListenWS, "listen-ws", c.ListenWS, "MQTT over WebSocket address, path /mqtt (empty disables)")
+	fs.StringVar(&c.ListenWSS, "listen-wss", c.ListenWSS, "MQTT over secure WebSocket address, path /mqtt (needs -tls-cert and -tls-key; empty disables)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "Prometheus /metrics address (empty disables)")
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "TLS certificate file (PEM); reloaded when it changes")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "TLS key file (PEM)")
@@ -172,7 +175,7 @@ func (c *Config) Validate() error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("-tls-cert and -tls-key go together"))
 	}
-	if c.ListenTCP == "" && c.ListenWS == "" && (c.TLSCert == "" || c.ListenTLS == "") {
+	if c.ListenTCP == "" && c.ListenWS == "" && (c.TLSCert == "" || (c.ListenTLS == "" && c.ListenWSS == "")) {
 		errs = append(errs, errors.New("no listener enabled"))
 	}
 	if c.ConnectTimeout <= 0 || c.DialTimeout <= 0 || c.HeartbeatTTL <= 0 {

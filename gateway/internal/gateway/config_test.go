@@ -39,6 +39,7 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 		{"gateway id", cfg.GatewayID, "gw-from-env"},
 		{"issuer flag", cfg.Issuer, "berth-staging"},
 		{"default kept", cfg.ListenTCP, ":1883"},
+		{"default wss address", cfg.ListenWSS, ":8084"},
 		{"OTLP endpoint from OTEL_EXPORTER_OTLP_ENDPOINT", cfg.OTLPEndpoint, "http://collector:4318"},
 		{"default trace sample", cfg.TraceSample, 0.01},
 	}
@@ -85,6 +86,10 @@ func TestConfigValidate(t *testing.T) {
 		{"short secret", func(c *Config) { c.ProxySecret = "short" }, "proxy-secret"},
 		{"cert without key", func(c *Config) { c.TLSCert = "a.crt" }, "tls-cert"},
 		{"no listener", func(c *Config) { c.ListenTCP, c.ListenWS = "", "" }, "no listener"},
+		{"only wss, with a certificate", func(c *Config) {
+			c.ListenTCP, c.ListenWS, c.ListenTLS, c.TLSCert, c.TLSKey = "", "", "", "a.crt", "a.key"
+		}, ""},
+		{"only wss, no certificate", func(c *Config) { c.ListenTCP, c.ListenWS, c.ListenTLS = "", "", "" }, "no listener"},
 		{"tiny CONNECT cap", func(c *Config) { c.MaxConnectSize = 10 }, "max-connect-size"},
 		{"zero rate", func(c *Config) { c.PerIPRate = 0 }, "rates"},
 		{"log format", func(c *Config) { c.LogFormat = "xml" }, "log-format"},

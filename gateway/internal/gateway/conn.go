@@ -68,10 +68,10 @@ func readConnect(r io.Reader, maxSize int) (raw []byte, fh packet.FixedHeader, b
 }
 
 // handle serves one client connection on client (TCP, TLS after the
-// handshake, or a WebSocket stream). transport is KindTCP, KindTLS or
-// KindWS; sni is the TLS server name, if any. Along the way it notes what
-// the connect's trace will say (ct); refuse, or the forward to the node,
-// turns that into spans.
+// handshake, or a WebSocket stream, over TLS or not). transport is
+// KindTCP, KindTLS, KindWS or KindWSS; sni is the TLS server name, if any.
+// Along the way it notes what the connect's trace will say (ct); refuse,
+// or the forward to the node, turns that into spans.
 func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport, sni string) {
 	g.m.active.Inc()
 	defer g.m.active.Dec()
@@ -227,7 +227,7 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport
 	node.SetWriteDeadline(time.Time{})
 	client.SetDeadline(time.Time{}) // from here the node owns keep-alive
 	now := time.Now()
-	g.m.connects.WithLabelValues(tid).Inc()
+	g.m.connects.WithLabelValues(tid, transport).Inc()
 	g.m.latency.WithLabelValues(tid).Observe(now.Sub(start).Seconds())
 	g.traceConnect(&ct, now, nil, nil)
 	log.Debug("relaying", "node", rt.NodeAddr, "degraded_limit", lease.Degraded)
@@ -278,9 +278,14 @@ func (g *Gateway) refuse(c net.Conn, log *slog.Logger, ct *connTrace, r refusal,
 
 // serveWS upgrades /mqtt to a WebSocket speaking subprotocol "mqtt" and
 // serves it as a stream ([MQTT-6.0.0-2]: packets need not align with
-// WebSocket frames).
+// WebSocket frames). On the wss listener the request came over TLS, whose
+// server name is checked against the tenant as on the TLS listener.
 func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	transport, sni := KindWS, ""
+	if r.TLS != nil {
+		transport, sni = KindWSS, r.TLS.ServerName
+	}
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols: []string{"mqtt"},
 		// Tokens, not cookies, authenticate, so a cross-origin page gains
@@ -305,5 +310,5 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	defer g.untrack(s)
 	defer nc.Close()
-	g.handle(s, nc, start, KindWS, "")
+	g.handle(s, nc, start, transport, sni)
 }

@@ -1,20 +1,27 @@
 // Package gateway is Berth's MQTT-aware connection gateway: it accepts
-// device connections (TCP, TLS, WebSocket), authenticates the CONNECT,
-// admits it under the tenant's global connection limit, and relays the
-// connection to the tenant's broker node behind a signed PROXY v2 header.
+// device connections (TCP, TLS, WebSocket, WebSocket over TLS),
+// authenticates the CONNECT, admits it under the tenant's global
+// connection limit, and relays the connection to the tenant's broker node
+// behind a signed PROXY v2 header.
 //
 // # A connection's path
 //
 //	accept ──▶ global accept rate, per-IP connect rate   (before any TLS/MQTT work)
 //	   │        refused: closed at once, counted
 //	   ▼
-//	TLS handshake (8883) / WebSocket upgrade on /mqtt, subprotocol "mqtt" (8083)
+//	tcp  (1883)  nothing more
+//	tls  (8883)  TLS handshake (ALPN mqtt)
+//	ws   (8083)  WebSocket upgrade on /mqtt, subprotocol "mqtt"
+//	wss  (8084)  TLS handshake (ALPN http/1.1), then the same upgrade
+//	             (tls and wss: one certificate store, reloaded from disk;
+//	             a failed handshake is counted as reason tls_handshake)
 //	   ▼
 //	read CONNECT: ConnectTimeout deadline, MaxConnectSize cap, exactly the
 //	packet and not one byte more; decoded with berth.dev/broker/packet
 //	   ▼
 //	auth: password = JWT (jwtauth), user name = sub ── 0x86 / 0x04
-//	revoked credential, unknown tenant, SNI ≠ tenant ── 0x87 / 0x05
+//	revoked credential, unknown tenant,
+//	SNI (tls, wss) ≠ tenant ────────────────────────── 0x87 / 0x05
 //	tenant → node (route), JWKS down, no node ──────── 0x88 / 0x03
 //	connection limit (connlimit, Redis) ────────────── 0x97 / 0x03
 //	dial node ──────────────────────────────────────── 0x88 / 0x03
@@ -24,7 +31,7 @@
 //	relay both ways until either side closes, the credential is revoked,
 //	or shutdown's grace period ends. TCP↔TCP: io.Copy between the two
 //	*net.TCPConn, which the kernel does with splice(2) (no user-space copy);
-//	TLS and WebSocket: io.CopyBuffer with pooled 32 KiB buffers.
+//	TLS and WebSocket (ws, wss): io.CopyBuffer with pooled 32 KiB buffers.
 //
 // The node answers the CONNECT itself (CONNACK and everything after goes
 // straight back to the client); the gateway only ever writes a CONNACK to
@@ -41,7 +48,7 @@
 // span is a child of the device's span and follows its sampled flag.
 //
 //	gateway.connect   server span, accept → CONNECT forwarded or refusal sent
-//	  │  tenant_id (once known), protocol_version (3, 4, 5), transport (tcp, tls, ws),
+//	  │  tenant_id (once known), protocol_version (3, 4, 5), transport (tcp, tls, ws, wss),
 //	  │  client_id, outcome (connected, refused), reason and reason_code (refused;
 //	  │  reason_code is the MQTT 5 code, absent when no CONNACK was sent),
 //	  │  status Error with the reason when refused

@@ -102,7 +102,8 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 	}
 
 	e.cfg = DefaultConfig()
-	e.cfg.ListenTCP, e.cfg.ListenWS, e.cfg.MetricsListen, e.cfg.ListenTLS = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	e.cfg.ListenTCP, e.cfg.ListenWS, e.cfg.MetricsListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	e.cfg.ListenTLS, e.cfg.ListenWSS = "127.0.0.1:0", "127.0.0.1:0" // served only when o.config gives a certificate
 	e.cfg.JWKSURL = jwks.URL
 	e.cfg.GatewayID = "gw-test"
 	e.cfg.ConnectTimeout = 3 * time.Second

@@ -56,9 +56,9 @@ type Gateway struct {
 
 	mu        sync.Mutex
 	closing   bool
-	listeners []net.Listener // MQTT listeners (the WebSocket one too)
+	listeners []net.Listener // MQTT listeners (the WebSocket ones too)
 	sessions  map[*session]struct{}
-	wsSrv     *http.Server
+	wsSrvs    []*http.Server // ws and wss
 	metrics   *http.Server
 	loops     sync.WaitGroup // accept loops and HTTP servers
 	conns     sync.WaitGroup // one per session
@@ -131,6 +131,7 @@ const (
 	KindTCP     = "tcp"
 	KindTLS     = "tls"
 	KindWS      = "ws"
+	KindWSS     = "wss" // WebSocket over TLS
 	KindMetrics = "metrics"
 )
 
@@ -156,6 +157,9 @@ func (g *Gateway) Start(ctx context.Context) error {
 	if g.cfg.ListenWS != "" {
 		want = append(want, lc{KindWS, g.cfg.ListenWS})
 	}
+	if g.cfg.ListenWSS != "" && g.tls != nil {
+		want = append(want, lc{KindWSS, g.cfg.ListenWSS})
+	}
 	if g.cfg.MetricsListen != "" {
 		want = append(want, lc{KindMetrics, g.cfg.MetricsListen})
 	}
@@ -178,11 +182,16 @@ func (g *Gateway) Start(ctx context.Context) error {
 			g.loops.Go(func() { g.acceptLoop(ln, nil) })
 		case KindTLS:
 			g.loops.Go(func() { g.acceptLoop(ln, g.tls) })
-		case KindWS:
-			mux := http.NewServeMux()
-			mux.HandleFunc("/mqtt", g.serveWS)
-			g.wsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: g.cfg.ConnectTimeout}
-			g.serveHTTP(g.wsSrv, limitedListener{ln, g})
+		case KindWS, KindWSS:
+			var l net.Listener = limitedListener{ln, g} // rate limits before any TLS or HTTP work
+			if w.kind == KindWSS {
+				l = tls.NewListener(l, g.wssTLS())
+			}
+			srv := g.wsServer()
+			g.mu.Lock()
+			g.wsSrvs = append(g.wsSrvs, srv)
+			g.mu.Unlock()
+			g.serveHTTP(srv, l)
 		case KindMetrics:
 			mux := http.NewServeMux()
 			mux.Handle("/metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{}))
@@ -192,6 +201,37 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	return nil
 }
+
+// wsServer serves MQTT over WebSocket at /mqtt (serveWS). On the wss
+// listener net/http runs the TLS handshake in the connection's own
+// goroutine under ReadHeaderTimeout (the ConnectTimeout, as on the TLS
+// listener); a handshake that fails is counted like the TLS listener's.
+func (g *Gateway) wsServer() *http.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/mqtt", g.serveWS)
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: g.cfg.ConnectTimeout,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelInfo), // TLS handshake errors, accept retries
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if tc, ok := c.(*tls.Conn); ok && st == http.StateClosed && !tc.ConnectionState().HandshakeComplete {
+				g.tlsHandshakeFailed()
+			}
+		},
+	}
+}
+
+// wssTLS is the TLS listener's configuration (the same certificate store,
+// reloaded without a restart) speaking HTTP/1.1 in ALPN instead of "mqtt":
+// browsers offer h2 and http/1.1, and a WebSocket upgrade is an HTTP/1.1
+// request.
+func (g *Gateway) wssTLS() *tls.Config {
+	c := g.tls.Clone()
+	c.NextProtos = []string{"http/1.1"}
+	return c
+}
+
+func (g *Gateway) tlsHandshakeFailed() { g.m.refusals.WithLabelValues("", "tls_handshake").Inc() }
 
 func (g *Gateway) serveHTTP(srv *http.Server, ln net.Listener) {
 	g.loops.Go(func() {
@@ -207,8 +247,8 @@ func (g *Gateway) closeListeners() {
 	for _, ln := range g.listeners {
 		ln.Close()
 	}
-	if g.wsSrv != nil {
-		g.wsSrv.Close() // hijacked WebSocket connections are sessions, closed separately
+	for _, srv := range g.wsSrvs {
+		srv.Close() // hijacked WebSocket connections are sessions, closed separately
 	}
 	if g.metrics != nil {
 		g.metrics.Close()
@@ -224,8 +264,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	for _, ln := range g.listeners {
 		ln.Close()
 	}
-	if g.wsSrv != nil {
-		g.wsSrv.Close()
+	for _, srv := range g.wsSrvs {
+		srv.Close()
 	}
 	n := len(g.sessions)
 	g.mu.Unlock()
@@ -325,7 +365,7 @@ func (g *Gateway) acceptLoop(ln net.Listener, tlsConf *tls.Config) {
 			err := tc.HandshakeContext(ctx)
 			cancel()
 			if err != nil {
-				g.m.refusals.WithLabelValues("", "tls_handshake").Inc()
+				g.tlsHandshakeFailed()
 				return
 			}
 			g.handle(s, tc, start, KindTLS, tc.ConnectionState().ServerName)

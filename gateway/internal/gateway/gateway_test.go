@@ -54,6 +54,13 @@ func connect5Props(t *testing.T, addr, user, pass string, props paho.UserPropert
 	if err != nil {
 		t.Fatal(err)
 	}
+	return connect5Conn(t, conn, user, pass, props)
+}
+
+// connect5Conn connects the Eclipse Paho MQTT 5 client over conn, a
+// stream of any transport.
+func connect5Conn(t *testing.T, conn net.Conn, user, pass string, props paho.UserProperties) (*paho.Client, packet.ReasonCode, error) {
+	t.Helper()
 	c := paho.NewClient(paho.ClientConfig{Conn: conn})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -76,14 +83,7 @@ func TestRelayMQTT311(t *testing.T) {
 	if err != nil || rc != 0 {
 		t.Fatalf("connect: rc=%d err=%v", rc, err)
 	}
-	nc := e.node.next(t)
-	if nc.err != nil {
-		t.Fatalf("node refused the header: %v", nc.err)
-	}
-	checkHeader(t, nc, e, id)
-	if nc.clientID != "dev-311" || nc.version != packet.Version311 {
-		t.Fatalf("node got client %q version %d", nc.clientID, nc.version)
-	}
+	relayed(t, e, id, packet.Version311, "dev-311")
 
 	// A message through the gateway and back (the node echoes it).
 	got := make(chan string, 1)
@@ -103,6 +103,21 @@ func TestRelayMQTT311(t *testing.T) {
 	}
 }
 
+// relayed returns what the node saw of the next relayed connection,
+// asserting its PROXY header and the CONNECT's version and client id.
+func relayed(t *testing.T, e *testEnv, credID string, version byte, clientID string) nodeConn {
+	t.Helper()
+	nc := e.node.next(t)
+	if nc.err != nil {
+		t.Fatalf("node refused the header: %v", nc.err)
+	}
+	checkHeader(t, nc, e, credID)
+	if nc.version != version || nc.clientID != clientID {
+		t.Fatalf("node got client %q version %d, want %q version %d", nc.clientID, nc.version, clientID, version)
+	}
+	return nc
+}
+
 // checkHeader asserts what the node learned from the PROXY header.
 func checkHeader(t *testing.T, nc nodeConn, e *testEnv, credID string) {
 	t.Helper()
@@ -115,9 +130,12 @@ func checkHeader(t *testing.T, nc nodeConn, e *testEnv, credID string) {
 	if !nc.header.Source.Addr().IsLoopback() || nc.header.Source.Port() == 0 {
 		t.Fatalf("header source %v, want the client's loopback address", nc.header.Source)
 	}
-	if nc.header.Dest.String() != e.addr(KindTCP) && nc.header.Dest.String() != e.addr(KindWS) && nc.header.Dest.String() != e.addr(KindTLS) {
-		t.Fatalf("header destination %v, want a gateway listener", nc.header.Dest)
+	for _, kind := range []string{KindTCP, KindTLS, KindWS, KindWSS} {
+		if a := e.gw.Addr(kind); a != nil && a.String() == nc.header.Dest.String() {
+			return
+		}
 	}
+	t.Fatalf("header destination %v, want a gateway listener", nc.header.Dest)
 }
 
 func TestRelayMQTT5(t *testing.T) {
@@ -127,14 +145,7 @@ func TestRelayMQTT5(t *testing.T) {
 	if err != nil || rc != 0 {
 		t.Fatalf("connect: rc=%#x err=%v", byte(rc), err)
 	}
-	nc := e.node.next(t)
-	if nc.err != nil {
-		t.Fatal(nc.err)
-	}
-	checkHeader(t, nc, e, id)
-	if nc.version != packet.Version5 || nc.clientID != "dev-5" {
-		t.Fatalf("node got client %q version %d", nc.clientID, nc.version)
-	}
+	nc := relayed(t, e, id, packet.Version5, "dev-5")
 	if nc.info.TokenExpiry < time.Now().Unix() {
 		t.Fatalf("token expiry TLV %d", nc.info.TokenExpiry)
 	}
@@ -147,11 +158,7 @@ func TestRelayWebSocket(t *testing.T) {
 	if err != nil || rc != 0 {
 		t.Fatalf("connect over WebSocket: rc=%d err=%v", rc, err)
 	}
-	nc := e.node.next(t)
-	if nc.err != nil {
-		t.Fatal(nc.err)
-	}
-	checkHeader(t, nc, e, id)
+	relayed(t, e, id, packet.Version311, "dev-311")
 	got := make(chan string, 1)
 	c.Subscribe("devices/ws", 0, func(_ mqtt.Client, m mqtt.Message) { got <- string(m.Payload()) }).WaitTimeout(5 * time.Second)
 	big := strings.Repeat("x", 100_000) // spans many WebSocket frames and relay buffers
@@ -421,7 +428,7 @@ func TestMetrics(t *testing.T) {
 	connect311(t, "tcp://"+e.addr(KindTCP), dead, deadTok, nil)
 	m := scrape(t, e)
 	for _, want := range []string{
-		fmt.Sprintf(`berth_gateway_connects_total{tenant_id=%q} 1`, tenantAcme),
+		fmt.Sprintf(`berth_gateway_connects_total{tenant_id=%q,transport="tcp"} 1`, tenantAcme),
 		`berth_gateway_refusals_total{reason="bad_credentials",tenant_id=""} 1`,
 		fmt.Sprintf(`berth_gateway_refusals_total{reason="node_unreachable",tenant_id=%q} 1`, tenantDead),
 		fmt.Sprintf(`berth_gateway_connect_duration_seconds_count{tenant_id=%q} 1`, tenantAcme),

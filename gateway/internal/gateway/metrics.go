@@ -8,7 +8,7 @@ import (
 // refusals before the tenant is known (rate limits, malformed CONNECTs,
 // bad tokens), so label cardinality grows only with authenticated tenants.
 type metrics struct {
-	connects    *prometheus.CounterVec   // tenant_id
+	connects    *prometheus.CounterVec   // tenant_id, transport (tcp, tls, ws, wss)
 	refusals    *prometheus.CounterVec   // tenant_id, reason
 	latency     *prometheus.HistogramVec // tenant_id: accept to CONNECT forwarded
 	rateLimited *prometheus.CounterVec   // scope: ip, global
@@ -20,7 +20,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		connects: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_gateway_connects_total", Help: "Connections authenticated, admitted and relayed to a node.",
-		}, []string{"tenant_id"}),
+		}, []string{"tenant_id", "transport"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_gateway_refusals_total", Help: "CONNECTs refused, by reason.",
 		}, []string{"tenant_id", "reason"}),

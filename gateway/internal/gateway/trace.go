@@ -24,7 +24,7 @@ const (
 
 	keyTenant     = tracing.KeyTenant
 	keyVersion    = attribute.Key("protocol_version") // 3, 4 or 5
-	keyTransport  = attribute.Key("transport")        // tcp, tls, ws
+	keyTransport  = attribute.Key("transport")        // tcp, tls, ws, wss
 	keyOutcome    = attribute.Key("outcome")          // connected, refused
 	keyReason     = attribute.Key("reason")           // refusal label, as in berth_gateway_refusals_total
 	keyReasonCode = attribute.Key("reason_code")      // MQTT 5 reason code of the refusal CONNACK, if one was sent

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"crypto/tls"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -108,12 +107,8 @@ func checkTree(t *testing.T, root sdktrace.ReadOnlySpan, children []sdktrace.Rea
 var allPhases = []string{"parse", "auth", "admission", "route"}
 
 func TestConnectSpans(t *testing.T) {
-	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	roots := writeCert(t, certFile, keyFile, 1)
-	e, rec := newTracedEnv(t, 1, envOptions{config: func(c *Config) {
-		c.TLSCert, c.TLSKey, c.TenantDomain = certFile, keyFile, "mqtt.test"
-	}})
+	cert := newTestCert(t)
+	e, rec := newTracedEnv(t, 1, envOptions{config: cert.config})
 	id, tok := e.credential(t, tenantAcme, nil)
 	tests := []struct {
 		name, transport string
@@ -129,11 +124,16 @@ func TestConnectSpans(t *testing.T) {
 			return err
 		}},
 		{"MQTT 3.1.1 over TLS", KindTLS, 4, func(t *testing.T) error {
-			_, _, err := connect311(t, "ssl://"+e.addr(KindTLS), id, tok, &tls.Config{ServerName: "acme.mqtt.test", RootCAs: roots})
+			_, _, err := connect311(t, "ssl://"+e.addr(KindTLS), id, tok, &tls.Config{ServerName: "acme.mqtt.test", RootCAs: cert.roots})
 			return err
 		}},
 		{"MQTT 3.1.1 over WebSocket", KindWS, 4, func(t *testing.T) error {
 			_, _, err := connect311(t, "ws://"+e.addr(KindWS)+"/mqtt", id, tok, nil)
+			return err
+		}},
+		{"MQTT 5 over WebSocket over TLS", KindWSS, 5, func(t *testing.T) error {
+			nc, _ := dialWSS(t, e, &tls.Config{ServerName: "acme.mqtt.test", RootCAs: cert.roots})
+			_, _, err := connect5Conn(t, nc, id, tok, nil)
 			return err
 		}},
 	}
