@@ -44,6 +44,9 @@ type Config struct {
 	NodeToken      string
 	Capacity       int
 	UsageInterval  time.Duration
+	JWKSURL        string        // node: the API's JWKS, for MQTT 5 re-authentication
+	Issuer         string        // node: the tokens' iss
+	IdleTimeout    time.Duration // node: a tenant shard without connections closes after this
 }
 
 // defaultConfig is the one place defaults live.
@@ -65,6 +68,8 @@ func defaultConfig() Config {
 		AdminListen:    ":7880",
 		Capacity:       1000,
 		UsageInterval:  10 * time.Second,
+		Issuer:         "berth",
+		IdleTimeout:    10 * time.Minute,
 	}
 }
 
@@ -113,6 +118,9 @@ Flags:
 	fs.StringVar(&cfg.NodeToken, "node-token", cfg.NodeToken, "node: bearer token of the admin API (prefer BERTH_NODE_TOKEN)")
 	fs.IntVar(&cfg.Capacity, "capacity", cfg.Capacity, "node: tenants this node is sized for (placement)")
 	fs.DurationVar(&cfg.UsageInterval, "usage-interval", cfg.UsageInterval, "node: how often usage is flushed to Postgres")
+	fs.StringVar(&cfg.JWKSURL, "jwks-url", cfg.JWKSURL, "node: the API's JWKS URL (/v1/.well-known/jwks.json); enables MQTT 5 re-authentication (AUTH, method berth-jwt)")
+	fs.StringVar(&cfg.Issuer, "issuer", cfg.Issuer, "node: the iss of credential tokens")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "node: close a tenant's shard after this long without connections")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}

@@ -33,6 +33,16 @@ func TestParseConfig(t *testing.T) {
 		{name: "username without password", args: []string{"-username", "u"}, wantErr: true},
 		{name: "credentials from env", env: map[string]string{"BERTH_USERNAME": "u", "BERTH_PASSWORD": "p"},
 			want: func(c *Config) { c.Username, c.Password = "u", "p" }},
+		{name: "node re-authentication and idle close",
+			args: []string{"-node-id", "n1", "-database-url", "postgres://db", "-jwks-url", "http://api:8080/v1/.well-known/jwks.json", "-issuer", "staging", "-idle-timeout", "1m"},
+			env:  map[string]string{"BERTH_PROXY_SECRET": "0123456789abcdef", "BERTH_NODE_TOKEN": "0123456789abcdef"},
+			want: func(c *Config) {
+				c.NodeID, c.DatabaseURL, c.ProxySecret, c.NodeToken = "n1", "postgres://db", "0123456789abcdef", "0123456789abcdef"
+				c.JWKSURL, c.Issuer, c.IdleTimeout = "http://api:8080/v1/.well-known/jwks.json", "staging", time.Minute
+			}},
+		{name: "node JWKS URL not http",
+			args: []string{"-node-id", "n1", "-database-url", "postgres://db", "-jwks-url", "file:///etc/keys"},
+			env:  map[string]string{"BERTH_PROXY_SECRET": "0123456789abcdef", "BERTH_NODE_TOKEN": "0123456789abcdef"}, wantErr: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

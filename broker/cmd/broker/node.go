@@ -27,6 +27,9 @@ func (c Config) nodeConfig(log *slog.Logger) node.Config {
 		NodeToken:      c.NodeToken,
 		Capacity:       c.Capacity,
 		UsageInterval:  c.UsageInterval,
+		JWKSURL:        c.JWKSURL,
+		Issuer:         c.Issuer,
+		IdleTimeout:    c.IdleTimeout,
 		Logger:         log,
 	}
 }

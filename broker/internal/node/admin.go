@@ -31,6 +31,7 @@ func (n *Node) withTenant(h func(http.ResponseWriter, *http.Request, *tenant)) h
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "tenant unavailable"})
 			return
 		}
+		defer n.release(t)
 		h(w, r, t)
 	}
 }
@@ -101,7 +102,7 @@ func (n *Node) adminHandler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "node_id": n.cfg.ID})
 	})
-	mux.HandleFunc("GET /admin/tenants/{tid}/usage", n.handleUsage)
+	mux.HandleFunc("GET /admin/tenants/{tid}/usage", n.withTenant(n.handleUsage))
 	mux.HandleFunc("GET /admin/tenants/{tid}/sessions", n.withTenant(func(w http.ResponseWriter, _ *http.Request, t *tenant) {
 		writeJSON(w, http.StatusOK, map[string]any{"sessions": t.sh.Sessions()})
 	}))
@@ -152,14 +153,9 @@ func (n *Node) requireToken(next http.Handler) http.Handler {
 	})
 }
 
-// handleUsage answers the tenant's counters since its shard opened on this
-// node (flushed deltas are in Postgres).
-func (n *Node) handleUsage(w http.ResponseWriter, r *http.Request) {
-	t, ok := n.lookup(r.PathValue("tid"))
-	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "tenant not open on this node"})
-		return
-	}
+// handleUsage answers the tenant's counters since its shard (re)opened on
+// this node (flushed deltas are in Postgres).
+func (n *Node) handleUsage(w http.ResponseWriter, _ *http.Request, t *tenant) {
 	s := t.sh.Stats()
 	drops := make(map[string]uint64, len(s.Dropped))
 	for k, v := range s.Dropped {
@@ -190,5 +186,6 @@ func (n *Node) applyQuotas(tenantID string, q plan.Quotas) {
 		return
 	}
 	t.limits.set(q)
+	t.sh.SetLimits(int(q.MaxInflight), int(q.MaxQueuedBytes)) // live sessions follow
 	n.log.Info("quotas updated", "tenant_id", t.id, "max_message_size", q.MaxMessageSize, "max_msgs_per_sec", q.MaxMsgsPerSec)
 }

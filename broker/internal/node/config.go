@@ -13,12 +13,24 @@
 // Beside the listener the node registers itself in Postgres and heartbeats,
 // follows quota changes and credential revocations (LISTEN/NOTIFY), flushes
 // per-tenant usage idempotently, and serves an internal admin HTTP API.
+//
+// Credentials end in the protocol's words: at the token's expiry MQTT 5
+// clients get DISCONNECT 0xA0, on revocation DISCONNECT 0x87 (3.1.1
+// clients are closed). With Config.JWKSURL an MQTT 5 client extends its
+// connection by re-authenticating (AUTH 0x19, method "berth-jwt", data = a
+// fresh token for the same credential and tenant, verified against the
+// API's JWKS by internal/jwtverify). Quota changes apply to live
+// connections, max_inflight and max_queued_bytes included. Every tenant's
+// dropped QoS 1/2 messages are copied to $berth/dlq/<reason>. A tenant's
+// shard closes after Config.IdleTimeout without connections and reopens
+// on demand (idle.go).
 package node
 
 import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"berth.dev/broker/internal/wal"
@@ -44,6 +56,20 @@ type Config struct {
 	Fsync         wal.Policy
 	FsyncInterval time.Duration
 
+	// JWKSURL is the API's JWKS (GET /v1/.well-known/jwks.json); with it
+	// MQTT 5 clients may re-authenticate (AUTH, method "berth-jwt") with a
+	// fresh token to extend their connection. Empty: a re-authentication
+	// is refused (DISCONNECT 0x87); a CONNECT naming the method is still
+	// admitted.
+	JWKSURL string
+	Issuer  string // the tokens' iss; default "berth"
+
+	// IdleTimeout closes a tenant's shard that has had no connection for
+	// this long (it reopens on the next connection or admin call); default
+	// 10 min. Without a DataDir a shard holding sessions or retained
+	// messages stays open.
+	IdleTimeout time.Duration
+
 	HeaderTimeout     time.Duration // for the PROXY header; default 5 s
 	UsageInterval     time.Duration // usage flush period; default 10 s
 	HeartbeatInterval time.Duration // default 10 s
@@ -57,6 +83,12 @@ var ErrConfig = errors.New("node: invalid config")
 func (c *Config) setDefaults() {
 	if c.Capacity <= 0 {
 		c.Capacity = 1000
+	}
+	if c.Issuer == "" {
+		c.Issuer = "berth"
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 10 * time.Minute
 	}
 	if c.HeaderTimeout <= 0 {
 		c.HeaderTimeout = 5 * time.Second
@@ -87,6 +119,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: the proxy secret must be at least 16 bytes", ErrConfig)
 	case len(c.NodeToken) < 16:
 		return fmt.Errorf("%w: the node token must be at least 16 bytes", ErrConfig)
+	case c.JWKSURL != "":
+		if u, err := url.Parse(c.JWKSURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%w: the JWKS URL must be an http(s) URL", ErrConfig)
+		}
 	}
 	return nil
 }

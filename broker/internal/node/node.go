@@ -12,13 +12,17 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"berth.dev/broker/internal/jwtverify"
 	"berth.dev/broker/internal/quota"
 	"berth.dev/broker/internal/registry"
 	"berth.dev/broker/internal/usage"
 	"berth.dev/broker/proxyproto"
 )
 
-var errShuttingDown = errors.New("node: shutting down")
+var (
+	errShuttingDown = errors.New("node: shutting down")
+	errBusy         = errors.New("node: tenant shard is closing; retry")
+)
 
 // Node hosts the tenant shards of one broker node.
 type Node struct {
@@ -26,6 +30,7 @@ type Node struct {
 	log      *slog.Logger
 	pool     *pgxpool.Pool
 	verifier *proxyproto.Verifier
+	tokens   *jwtverify.Verifier // nil without Config.JWKSURL: no re-authentication
 	quotas   *quota.Store
 	meter    *usage.Meter
 	flusher  *usage.Flusher
@@ -42,11 +47,14 @@ type Node struct {
 
 	revoked revoked
 
-	mu       sync.Mutex
-	tenants  map[string]*tenant
-	closing  bool
-	shutOnce sync.Once
-	shutErr  error
+	mu      sync.Mutex
+	tenants map[string]*tenant
+	// closingTenants are shards closing for idleness, closed when done;
+	// a tenant reopens only after.
+	closingTenants map[string]chan struct{}
+	closing        bool
+	shutOnce       sync.Once
+	shutErr        error
 }
 
 // New checks cfg and prepares a node; Start brings it up.
@@ -59,7 +67,11 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	return &Node{cfg: cfg, log: cfg.Logger, verifier: v, meter: usage.NewMeter(), tenants: make(map[string]*tenant)}, nil
+	n := &Node{cfg: cfg, log: cfg.Logger, verifier: v, meter: usage.NewMeter(), tenants: make(map[string]*tenant), closingTenants: make(map[string]chan struct{})}
+	if cfg.JWKSURL != "" {
+		n.tokens = jwtverify.New(jwtverify.Options{JWKSURL: cfg.JWKSURL, Issuer: cfg.Issuer})
+	}
+	return n, nil
 }
 
 // Start connects to Postgres, binds the listeners, registers the node and
@@ -118,6 +130,7 @@ func (n *Node) Start(ctx context.Context) error {
 			n.log.Error("revocation listener stopped", "err", err)
 		}
 	})
+	n.goBackground(n.closeIdleLoop)
 	n.goBackground(n.acceptLoop)
 	n.log.Info("node up", "node_id", n.cfg.ID, "mqtt", mqttAddr, "admin", adminAddr)
 	return nil
@@ -190,6 +203,19 @@ func (n *Node) shutdown(ctx context.Context) error {
 	for _, t := range ts {
 		if err := t.sh.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("tenant %s: %w", t.id, err))
+		}
+	}
+	// Shards closing for idleness finish first: their last usage counts.
+	n.mu.Lock()
+	idle := make([]chan struct{}, 0, len(n.closingTenants))
+	for _, done := range n.closingTenants {
+		idle = append(idle, done)
+	}
+	n.mu.Unlock()
+	for _, done := range idle {
+		select {
+		case <-done:
+		case <-ctx.Done():
 		}
 	}
 	done := make(chan struct{})

@@ -43,6 +43,12 @@ func startNode(t *testing.T) *testNode {
 // state under dataDir (empty: memory). seed creates the two test tenants.
 func startNodeWith(t *testing.T, url, dataDir string, seed bool) *testNode {
 	t.Helper()
+	return startNodeCfg(t, url, dataDir, seed, nil)
+}
+
+// startNodeCfg is startNodeWith with a hook to change the node's Config.
+func startNodeCfg(t *testing.T, url, dataDir string, seed bool, change func(*Config)) *testNode {
+	t.Helper()
 	pool, err := pgxpool.New(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
@@ -53,12 +59,16 @@ func startNodeWith(t *testing.T, url, dataDir string, seed bool) *testNode {
 			seedTenant(t, pool, id)
 		}
 	}
-	n, err := New(Config{
+	cfg := Config{
 		ID: "node-test", InternalListen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", DataDir: dataDir, Fsync: wal.SyncAlways,
 		DatabaseURL: url, ProxySecret: testSecret, NodeToken: testToken,
 		UsageInterval: time.Hour, HeartbeatInterval: time.Hour,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	if change != nil {
+		change(&cfg)
+	}
+	n, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,48 +367,95 @@ func TestTokenExpiryEndsTheConnection(t *testing.T) {
 	expectClosedSilently(t, late)
 }
 
-func TestRevocationClosesLiveConnections(t *testing.T) {
+// A revoked credential's live connections end: an MQTT 5 client is told
+// why (DISCONNECT 0x87 not authorized), a 3.1.1 client is just closed; a
+// new connection with the credential is refused.
+func TestRevocationEndsLiveConnections(t *testing.T) {
 	t.Parallel()
 	n := startNode(t)
-	ctx := context.Background()
-	if _, err := n.pool.Exec(ctx, `INSERT INTO credentials (id, tenant_id, name, acl) VALUES ('crd_r', 'ten_a', 'r', '{}')`); err != nil {
-		t.Fatal(err)
-	}
-	conn := n.dial(t, cred{"ten_a", "crd_r", allowAll, 0}, nil)
-	conn.Write(connectBytes(t, "doomed"))
-	r := packet.NewReader(conn, 256)
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if fh, _, err := r.ReadPacket(0); err != nil || fh.Type != packet.TypeConnack {
-		t.Fatalf("want CONNACK, got %v %v", fh.Type, err)
-	}
-	// The listener may attach after the first NOTIFY; repeat it until the
-	// connection goes (a revocation is idempotent).
-	deadline := time.Now().Add(10 * time.Second)
-	closed := make(chan error, 1)
-	go func() {
-		for {
-			if _, _, err := r.ReadPacket(0); err != nil {
-				closed <- err
-				return
+	for _, tc := range []struct {
+		name    string
+		version byte
+	}{
+		{"mqtt5", packet.Version5},
+		{"mqtt311", packet.Version311},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			id := "crd_r" + tc.name
+			if _, err := n.pool.Exec(ctx, `INSERT INTO credentials (id, tenant_id, name, acl) VALUES ($1, 'ten_a', 'r', '{}')`, id); err != nil {
+				t.Fatal(err)
 			}
-		}
-	}()
-	for {
-		if _, err := n.pool.Exec(ctx, `UPDATE credentials SET revoked_at = now() WHERE id = 'crd_r'; NOTIFY berth_credentials, 'crd_r'`); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-closed:
-			// A new connection with the revoked credential is refused too.
-			again := n.dial(t, cred{"ten_a", "crd_r", allowAll, 0}, nil)
-			again.Write(connectBytes(t, "doomed"))
-			expectClosedSilently(t, again)
-			return
-		case <-time.After(200 * time.Millisecond):
-			if time.Now().After(deadline) {
-				t.Fatal("connection of a revoked credential still open after 10 s")
+			conn := n.dial(t, cred{"ten_a", id, allowAll, 0}, nil)
+			cp := packet.Connect{ProtocolName: []byte("MQTT"), Version: tc.version, CleanStart: true, KeepAlive: 30, ClientID: []byte("doomed")}
+			b, err := cp.Append(nil, tc.version)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			conn.Write(b)
+			r := packet.NewReader(conn, 256)
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if fh, _, err := r.ReadPacket(0); err != nil || fh.Type != packet.TypeConnack {
+				t.Fatalf("want CONNACK, got %v %v", fh.Type, err)
+			}
+			// The reader reports the DISCONNECT reason (none for 3.1.1),
+			// then the end of the connection.
+			type end struct {
+				reason  packet.ReasonCode
+				sawDisc bool
+				err     error
+			}
+			ended := make(chan end, 1)
+			go func() {
+				var e end
+				for {
+					fh, body, err := r.ReadPacket(0)
+					if err != nil {
+						e.err = err
+						ended <- e
+						return
+					}
+					if fh.Type == packet.TypeDisconnect {
+						var d packet.Disconnect
+						if err := d.Decode(tc.version, fh, body); err == nil {
+							e.reason, e.sawDisc = d.Reason, true
+						}
+					}
+				}
+			}()
+			// The listener may attach after the first NOTIFY; repeat it until
+			// the connection goes (a revocation is idempotent).
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				if _, err := n.pool.Exec(ctx, `UPDATE credentials SET revoked_at = now() WHERE id = $1`, id); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := n.pool.Exec(ctx, `SELECT pg_notify('berth_credentials', $1)`, id); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case e := <-ended:
+					if ne, ok := e.err.(net.Error); ok && ne.Timeout() {
+						t.Fatal("connection still open after 10 s")
+					}
+					switch {
+					case tc.version == packet.Version5 && (!e.sawDisc || e.reason != packet.ErrNotAuthorized):
+						t.Fatalf("MQTT 5 client: DISCONNECT seen %v reason %#x, want 0x87 before the close", e.sawDisc, byte(e.reason))
+					case tc.version != packet.Version5 && e.sawDisc:
+						t.Fatal("MQTT 3.1.1 client got a DISCONNECT; the server must just close")
+					}
+					// A new connection with the revoked credential is refused too.
+					again := n.dial(t, cred{"ten_a", id, allowAll, 0}, nil)
+					again.Write(connectBytes(t, "doomed"))
+					expectClosedSilently(t, again)
+					return
+				case <-time.After(200 * time.Millisecond):
+					if time.Now().After(deadline) {
+						t.Fatal("connection of a revoked credential still open after 10 s")
+					}
+				}
+			}
+		})
 	}
 }
 

@@ -54,6 +54,12 @@ func quotaValue(t *tenant, column string) int64 {
 		return l.maxRetained.Load()
 	case "monthly_messages":
 		return l.monthly.Load()
+	case "max_inflight":
+		inflight, _ := t.sh.Limits()
+		return int64(inflight)
+	case "max_queued_bytes":
+		_, queued := t.sh.Limits()
+		return int64(queued)
 	}
 	panic("unknown quota " + column)
 }
@@ -293,4 +299,86 @@ func TestAdminAPI(t *testing.T) {
 	if code, _ := adminDo(t, n, "GET", "/admin/tenants/ten_zzz/sessions", ""); code != http.StatusNotFound {
 		t.Fatalf("unknown tenant: status %d, want 404", code)
 	}
+}
+
+// max_inflight changes the outbound window of a connection that stays up.
+func TestInflightQuotaChangesLive(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	conn := n.dial(t, cred{"ten_a", "crd_a", allowAll, 0}, nil)
+	r := rawConnect(t, conn, "slow-acker")
+	b, _ := (&packet.Subscribe{PacketID: 1, Subscriptions: []packet.Subscription{{Filter: []byte("w/#"), QoS: 1}}}).Append(nil, packet.Version5)
+	conn.Write(b)
+	next := func() packet.Type {
+		t.Helper()
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		fh, _, err := r.ReadPacket(0)
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		return fh.Type
+	}
+	if ty := next(); ty != packet.TypeSuback {
+		t.Fatalf("got %v, want SUBACK", ty)
+	}
+	silence := func() {
+		t.Helper()
+		conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		if fh, _, err := r.ReadPacket(0); err == nil {
+			t.Fatalf("unexpected %v beyond the window", fh.Type)
+		}
+	}
+	n.setQuota(t, "ten_a", "max_inflight", 2)
+	pub := n.mqtt5(t, cred{"ten_a", "crd_a", allowAll, 0}, "pub", nil)
+	for i := range 4 {
+		publish(t, pub, "w/x", fmt.Sprint(i))
+	}
+	for range 2 {
+		if ty := next(); ty != packet.TypePublish {
+			t.Fatalf("got %v, want PUBLISH", ty)
+		}
+	}
+	silence() // two unacknowledged: the window is full
+	n.setQuota(t, "ten_a", "max_inflight", 4)
+	for range 2 {
+		if ty := next(); ty != packet.TypePublish {
+			t.Fatalf("got %v, want PUBLISH after widening the window", ty)
+		}
+	}
+}
+
+// A QoS 1 message refused by a quota lands in the tenant's dead-letter
+// topic, and only there: the other tenant sees nothing.
+func TestRefusedMessagesAreDeadLettered(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	got, other := make(chan string, 100), make(chan string, 100)
+	// '#' in an ACL does not reach '$' topics: the credential names them.
+	dlqACL := `{"pub":["#"],"sub":["#","$berth/dlq/#"]}`
+	watcher := n.mqtt5(t, cred{"ten_a", "crd_w", dlqACL, 0}, "watcher", got)
+	if rc := subscribe(t, watcher, "$berth/dlq/#"); rc != 1 {
+		t.Fatalf("subscribe $berth/dlq/#: reason %#x", rc)
+	}
+	foreign := n.mqtt5(t, cred{"ten_b", "crd_b", dlqACL, 0}, "foreign", other)
+	if rc := subscribe(t, foreign, "$berth/dlq/#"); rc != 1 {
+		t.Fatalf("subscribe $berth/dlq/#: reason %#x", rc)
+	}
+	n.setQuota(t, "ten_a", "client_msgs_per_sec", 1)
+	pub := n.mqtt5(t, cred{"ten_a", "crd_a", allowAll, 0}, "pub", nil)
+	refused := ""
+	for i := range 10 {
+		rc, err := publishQoS1(t, pub, "rate/x", []byte(fmt.Sprint(i)), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rc == byte(packet.ErrQuotaExceeded) {
+			refused = fmt.Sprint(i)
+			break
+		}
+	}
+	if refused == "" {
+		t.Fatal("no publish refused over a 1/s quota")
+	}
+	expectMsg(t, got, "$berth/dlq/quota_exceeded="+refused)
+	expectNone(t, other, 200*time.Millisecond)
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"net"
 	"time"
 
@@ -63,6 +64,7 @@ func (n *Node) serve(c net.Conn) {
 		n.log.Warn("refused connection: tenant unavailable", "tenant_id", info.TenantID, "err", err)
 		return
 	}
+	defer n.release(t)
 	if n.isRevoked(info.CredentialID) {
 		n.log.Info("refused connection: credential revoked", "tenant_id", info.TenantID)
 		return
@@ -73,12 +75,52 @@ func (n *Node) serve(c net.Conn) {
 	defer t.untrack(info.CredentialID, pc)
 	limiter := t.limits.newConn()
 	defer limiter.close()
-	t.sh.ServeConn(pc, shard.ConnInfo{
+	ci := shard.ConnInfo{
 		RemoteAddr:     h.Source.String(),
 		TenantID:       info.TenantID,
 		Authorizer:     rules,
 		Deadline:       deadline,
 		AllowAnonymous: true, // the gateway authenticated the client
 		Limiter:        limiter,
-	})
+		// A CONNECT may name the method (the gateway verified its token);
+		// re-authenticating needs the API's keys.
+		AuthMethod: AuthMethodJWT,
+	}
+	if n.tokens != nil {
+		ci.Reauthenticate = n.reauthenticate(info.TenantID, info.CredentialID)
+	}
+	t.sh.ServeConn(pc, ci)
+}
+
+// AuthMethodJWT is the MQTT 5 Authentication Method of Berth tokens: the
+// Authentication Data of a re-authentication (AUTH 0x19) is a fresh
+// credential token (docs/contracts.md).
+const AuthMethodJWT = "berth-jwt"
+
+// Re-authentication refusals beyond the token's own.
+var (
+	errOtherCredential = errors.New("node: token is for another credential or tenant")
+	errRevoked         = errors.New("node: credential revoked")
+)
+
+// reauthenticate returns the check of one connection's re-authentication:
+// the token must verify against the API's keys and name the same
+// credential and tenant as the connection; its exp becomes the
+// connection's new deadline. The ACL stays the one the connection opened
+// with.
+func (n *Node) reauthenticate(tenantID, credID string) func([]byte) (time.Time, error) {
+	return func(token []byte) (time.Time, error) {
+		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+		defer cancel()
+		c, err := n.tokens.Verify(ctx, token)
+		switch {
+		case err != nil:
+			return time.Time{}, err
+		case c.Subject != credID || c.TenantID != tenantID:
+			return time.Time{}, errOtherCredential
+		case n.isRevoked(credID):
+			return time.Time{}, errRevoked
+		}
+		return c.Expiry, nil
+	}
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"berth.dev/broker/internal/shard"
 	"berth.dev/broker/internal/store"
 	"berth.dev/broker/internal/usage"
+	"berth.dev/broker/packet"
 )
 
 // tenant is one tenant's shard on this node and what the node tracks of it.
@@ -20,6 +22,11 @@ type tenant struct {
 	usage  *usage.Counters
 	limits *tenantLimits
 	store  *store.WAL // nil without a data directory; closed after the shard
+
+	// Guarded by Node.mu: holders (connections being served, admin calls)
+	// and since when there have been none.
+	refs      int
+	idleSince time.Time
 
 	mu    sync.Mutex
 	last  shard.Stats                      // counters already folded into usage
@@ -37,21 +44,58 @@ func shardOptions(q plan.Quotas, n *Node, tenantID string) shard.Options {
 		// The storage-retention quota is how far back berth-replay-from
 		// may reach in the tenant's message log.
 		ReplayHistory: time.Duration(q.RetentionSeconds) * time.Second,
+		// Every tenant may watch its dropped QoS 1/2 messages under
+		// $berth/dlq/<reason>.
+		DeadLetters: true,
 	}
 }
 
-// tenant returns the tenant's shard, opening it on first use.
+// tenant returns the tenant's shard, opening it on first use (or again
+// after it closed for idleness), and holds it open: the caller calls
+// n.release(t) when done with it.
 func (n *Node) tenant(ctx context.Context, id string) (*tenant, error) {
+	for {
+		n.mu.Lock()
+		t, ok := n.tenants[id]
+		closing, closed := n.closing, n.closingTenants[id]
+		if ok && !closing {
+			t.refs++
+		}
+		n.mu.Unlock()
+		switch {
+		case closing:
+			return nil, errShuttingDown
+		case ok:
+			return t, nil
+		case closed != nil:
+			// Closing for idleness: its storage is still being closed.
+			select {
+			case <-closed:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		t, err := n.openTenant(ctx, id)
+		if errors.Is(err, errBusy) {
+			continue
+		}
+		return t, err
+	}
+}
+
+// release drops a hold taken by tenant.
+func (n *Node) release(t *tenant) {
 	n.mu.Lock()
-	t, ok := n.tenants[id]
-	closing := n.closing
+	t.refs--
+	if t.refs == 0 {
+		t.idleSince = time.Now()
+	}
 	n.mu.Unlock()
-	if closing {
-		return nil, errShuttingDown
-	}
-	if ok {
-		return t, nil
-	}
+}
+
+// openTenant opens the tenant's shard, held once (see tenant).
+func (n *Node) openTenant(ctx context.Context, id string) (*tenant, error) {
 	q, err := n.quotas.Get(ctx, id)
 	if err != nil {
 		return nil, err
@@ -64,10 +108,14 @@ func (n *Node) tenant(ctx context.Context, id string) (*tenant, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if t, ok := n.tenants[id]; ok { // opened meanwhile
+		t.refs++
 		return t, nil
 	}
 	if n.closing {
 		return nil, errShuttingDown
+	}
+	if n.closingTenants[id] != nil {
+		return nil, errBusy // a close began meanwhile: the caller may retry
 	}
 	opts := shardOptions(q, n, id)
 	var st *store.WAL
@@ -86,7 +134,7 @@ func (n *Node) tenant(ctx context.Context, id string) (*tenant, error) {
 		}
 		return nil, fmt.Errorf("node: start shard for %s: %w", id, err)
 	}
-	t = &tenant{id: id, sh: sh, store: st, usage: n.meter.Tenant(id), limits: newTenantLimits(q, monthUsed), conns: make(map[string]map[net.Conn]struct{})}
+	t := &tenant{id: id, sh: sh, store: st, usage: n.meter.Tenant(id), limits: newTenantLimits(q, monthUsed), conns: make(map[string]map[net.Conn]struct{}), refs: 1}
 	n.tenants[id] = t
 	n.log.Info("tenant shard opened", "tenant_id", id)
 	return t, nil
@@ -114,7 +162,8 @@ func (t *tenant) untrack(cred string, c net.Conn) {
 	t.usage.Disconnected(time.Now())
 }
 
-// closeCredential closes every live connection of a credential and reports
+// closeCredential ends every live connection of a revoked credential (MQTT
+// 5: DISCONNECT 0x87 not authorized, then close; 3.1.1: close) and reports
 // how many there were.
 func (t *tenant) closeCredential(cred string) int {
 	t.mu.Lock()
@@ -124,7 +173,9 @@ func (t *tenant) closeCredential(cred string) int {
 	}
 	t.mu.Unlock()
 	for _, c := range cs {
-		c.Close()
+		if !t.sh.End(c, packet.ErrNotAuthorized) {
+			c.Close() // not (or no longer) served by the shard
+		}
 	}
 	return len(cs)
 }

@@ -181,3 +181,31 @@ func (s *Shard) DeleteRetained(filter string) (int, error) {
 	}
 	return n, nil
 }
+
+// Idle reports whether the shard can be shut down now without a client
+// noticing: no connection and no will waiting for its delay; and, unless
+// persistent (its Store outlives it and New loads it back), no session and
+// no retained message of the tenant's ($SYS aside).
+func (s *Shard) Idle(persistent bool) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if len(s.conns) > 0 {
+		return false
+	}
+	for _, sess := range s.sessions {
+		sess.mu.Lock()
+		will := sess.pendingWill != nil
+		sess.mu.Unlock()
+		if will {
+			return false
+		}
+	}
+	if persistent {
+		return true
+	}
+	if len(s.sessions) > 0 {
+		return false
+	}
+	msgs, _ := s.tenantRetained()
+	return msgs == 0
+}

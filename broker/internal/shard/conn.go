@@ -36,11 +36,18 @@ type conn struct {
 	keepAlive time.Duration // read deadline per packet; 0 none
 
 	// Limits the client announced.
-	window      int // outbound inflight window
+	window      int // outbound inflight window; guarded by sess.mu once attached
+	recvMax     int // the client's Receive Maximum (65535 when not given)
 	maxOut      int // client's Maximum Packet Size; 0 none
 	outAliasMax uint16
 	outAliases  map[string]uint16
 	inAliases   [][]byte // inbound topic aliases, index = alias
+
+	// deadline fires at the credential's expiry (ConnInfo.Deadline);
+	// reader-owned, moved by a re-authentication.
+	deadline *time.Timer
+	authOut  packet.Auth // reader-owned scratch for the AUTH answer
+	auth     packet.Auth
 
 	will      *message
 	willDelay uint32
@@ -131,14 +138,9 @@ func (c *conn) run() {
 	c.log.Debug("client connected", "version", c.version, "session_present", present)
 	go c.writeLoop()
 
-	var deadline *time.Timer
-	if !c.info.Deadline.IsZero() {
-		deadline = time.AfterFunc(time.Until(c.info.Deadline), func() { c.kick(packet.ErrMaximumConnectTime) })
-	}
+	c.setDeadline(c.info.Deadline)
 	sendWill := c.readLoop()
-	if deadline != nil {
-		deadline.Stop()
-	}
+	c.setDeadline(time.Time{})
 	c.kick(reasonNone)
 	<-c.writerDone
 	c.stopKillTimer()
@@ -247,7 +249,13 @@ func (c *conn) kick(reason packet.ReasonCode) {
 	c.kickReason = reason
 	if c.version == packet.Version5 && reason != reasonNone {
 		d := packet.Disconnect{Reason: reason}
-		c.ctrl, _ = d.Append(c.ctrl, packet.Version5)
+		var err error
+		if c.ctrl, err = d.Append(c.ctrl, packet.Version5); err != nil {
+			// Not a DISCONNECT reason code: say "unspecified error" rather
+			// than close without a word.
+			d.Reason = packet.ErrUnspecified
+			c.ctrl, _ = d.Append(c.ctrl, packet.Version5)
+		}
 	}
 	c.killTimer = time.AfterFunc(closeFlushTimeout, func() { _ = c.nc.Close() })
 	sess.mu.Unlock()
@@ -288,7 +296,7 @@ func (c *conn) sendLocked(p interface {
 
 // maxCtrlBytes bounds the control packets (acks, PINGRESP) waiting for a
 // client that does not read: a quarter of the queue bound, at least 64 KiB.
-func (s *Shard) maxCtrlBytes() int { return max(64<<10, s.opts.MaxQueuedBytes/4) }
+func (s *Shard) maxCtrlBytes() int { return max(64<<10, int(s.maxQueuedBytes.Load())/4) }
 
 // send queues a control packet and wakes the writer.
 func (c *conn) send(p interface {

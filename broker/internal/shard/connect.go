@@ -37,8 +37,9 @@ func (c *conn) handshake() (present, ok bool) {
 
 	// Authentication.
 	switch {
-	case v5 && cp.Props.Has.Has(packet.PropAuthMethod):
-		c.refuse(packet.ErrBadAuthMethod) // no enhanced authentication (MQTT 5.0 section 4.12)
+	case v5 && cp.Props.Has.Has(packet.PropAuthMethod) &&
+		(c.info.AuthMethod == "" || string(cp.Props.AuthMethod) != c.info.AuthMethod):
+		c.refuse(packet.ErrBadAuthMethod) // a method we do not speak (MQTT 5.0 section 4.12)
 		return false, false
 	case !cp.UsernameFlag && !c.info.AllowAnonymous:
 		c.refuse(packet.ErrNotAuthorized)
@@ -87,10 +88,12 @@ func (c *conn) handshake() (present, ok bool) {
 	c.expiry0 = expiry == 0
 
 	// The client's limits on what we send it.
-	c.window = min(65535, s.opts.MaxInflight)
+	// The window itself (below both this and the live MaxInflight) is
+	// set by attach [MQTT-3.3.4-9].
+	c.recvMax = 65535
 	if v5 {
 		if cp.Props.Has.Has(packet.PropReceiveMaximum) {
-			c.window = min(int(cp.Props.ReceiveMaximum), s.opts.MaxInflight) // [MQTT-3.3.4-9]
+			c.recvMax = int(cp.Props.ReceiveMaximum)
 		}
 		c.maxOut = int(cp.Props.MaximumPacketSize) // [MQTT-3.1.2-24] [MQTT-3.1.2-25]
 		c.outAliasMax = cp.Props.TopicAliasMaximum // [MQTT-3.3.2-9]
@@ -145,6 +148,9 @@ func (c *conn) handshake() (present, ok bool) {
 		if capped {
 			p.Has.Set(packet.PropSessionExpiry)
 			p.SessionExpiry = expiry
+		}
+		if cp.Props.Has.Has(packet.PropAuthMethod) {
+			p.AuthMethod = []byte(c.info.AuthMethod) // [MQTT-4.12.0-5]
 		}
 	}
 	sess.mu.Lock()
@@ -246,7 +252,7 @@ func (c *conn) redeliverLocked() {
 		if !ok {
 			c.ctrl = c.ctrl[:start]
 			delete(sess.inflight, d.id)
-			sess.dropLocked(DropTooLarge) // [MQTT-3.1.2-25]
+			sess.deadLetterLocked(DropTooLarge, d.msg, d.qos) // [MQTT-3.1.2-25]
 			continue
 		}
 		c.ctrl = append(hdr, d.msg.payload...)

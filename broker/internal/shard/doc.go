@@ -83,6 +83,29 @@
 // hands the session the stored messages matching the filter from there to
 // that end; the writer holds live messages back until they are in place.
 //
+// # Ending connections, re-authentication, live limits
+//
+// End(nc, reason) ends the connection that was handed to ServeConn as nc
+// (MQTT 5: DISCONNECT reason first; 3.1.1: close), e.g. 0x87 when its
+// credential is revoked. ConnInfo.Deadline ends it with 0xA0 at the
+// credential's expiry. With ConnInfo.AuthMethod a CONNECT may name that
+// method (CONNACK names it back) and the client may re-authenticate:
+//
+//	client: AUTH 0x19 {Authentication Method, Authentication Data = new credential}
+//	shard:  ConnInfo.Reauthenticate(data) ─▶ new Deadline ─▶ AUTH 0x00 {method}
+//	                                      └▶ error       ─▶ DISCONNECT 0x87
+//	another method: DISCONNECT 0x82 (protocol error) [MQTT-4.12.1-1]
+//
+// SetLimits changes MaxInflight and MaxQueuedBytes of the live shard
+// (atomics; connected clients' windows follow at once).
+//
+// # Dead letters (Options.DeadLetters)
+//
+// QoS 1/2 messages dropped for a subscriber (queue full, expired, too
+// large) or refused by a quota are copied to $berth/dlq/<reason> within
+// the shard; see deadletter.go for the format. Dead letters are never
+// dead-lettered again.
+//
 // # Locks
 //
 // Shard.mu (sessions, connections) is taken before session.mu, never the

@@ -51,11 +51,15 @@ func (c *conn) handle(fh packet.FixedHeader, body []byte) error {
 			return err
 		}
 		return c.handleDisconnect(&c.disc)
+	case packet.TypeAuth:
+		if err := c.auth.Decode(v, fh, body); err != nil {
+			return err
+		}
+		return c.handleAuth(&c.auth)
 	case packet.TypeConnect:
 		return packet.ErrProtocol // [MQTT-3.1.0-2] a second CONNECT
 	default:
-		// CONNACK, SUBACK, UNSUBACK, PINGRESP are server-to-client only;
-		// AUTH is a protocol error without enhanced authentication.
+		// CONNACK, SUBACK, UNSUBACK, PINGRESP are server-to-client only.
 		if err := fh.Check(); err != nil {
 			return err
 		}
@@ -104,6 +108,8 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 	}
 	// [MQTT-4.7.2-1] clients do not publish into the broker's $SYS tree.
 	allowed := !strings.HasPrefix(string(name), "$SYS/") && string(name) != "$SYS"
+	// Dead letters come from the shard only: a client cannot forge one.
+	allowed = allowed && !isDeadLetterTopic(name)
 	if allowed && c.info.Authorizer != nil {
 		allowed = c.info.Authorizer.CanPublish(name)
 	}
@@ -119,6 +125,9 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 		sess.mu.Lock()
 		sess.dropLocked(drop)
 		sess.mu.Unlock()
+		if drop == DropQuotaExceeded && p.QoS > 0 && s.opts.DeadLetters {
+			s.deadLetter(drop, newMessage(p, name, time.Now(), sess.id), p.QoS, c.clientID)
+		}
 		if c.version != packet.Version5 {
 			// [MQTT-3.3.5-2] 3.1.1 cannot say no: acknowledge and drop.
 			code = packet.CodeSuccess

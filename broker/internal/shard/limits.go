@@ -163,3 +163,43 @@ func (st *topicStat) rates(now time.Time) (msgs, bytes uint64, mps, bps float64)
 	st.lastAt, st.lastMsgs, st.lastBytes = now, msgs, bytes
 	return msgs, bytes, mps, bps
 }
+
+// SetLimits changes the outbound inflight window cap (Options.MaxInflight)
+// and the per-session queue bound in bytes (Options.MaxQueuedBytes) of the
+// live shard; a value <= 0 leaves that limit as it is. Connected clients'
+// windows follow at once, never above their own Receive Maximum
+// [MQTT-3.3.4-9]; messages already inflight or queued beyond a lowered
+// bound stay, and only new ones are held back or dropped.
+func (s *Shard) SetLimits(maxInflight, maxQueuedBytes int) {
+	if maxQueuedBytes > 0 {
+		s.maxQueuedBytes.Store(int64(maxQueuedBytes))
+	}
+	if maxInflight <= 0 {
+		return
+	}
+	maxInflight = min(maxInflight, 65535)
+	s.maxInflight.Store(int64(maxInflight))
+	s.mu.RLock() // attach sets sess.conn under s.mu: none is missed
+	var wake []*conn
+	for _, sess := range s.sessions {
+		sess.mu.Lock()
+		if c := sess.conn; c != nil {
+			w := min(c.recvMax, maxInflight)
+			grew := w > c.window
+			c.window = w
+			if grew {
+				wake = append(wake, c)
+			}
+		}
+		sess.mu.Unlock()
+	}
+	s.mu.RUnlock()
+	for _, c := range wake {
+		c.wakeWriter() // a wider window lets queued messages go
+	}
+}
+
+// Limits returns the live MaxInflight and MaxQueuedBytes (see SetLimits).
+func (s *Shard) Limits() (maxInflight, maxQueuedBytes int) {
+	return int(s.maxInflight.Load()), int(s.maxQueuedBytes.Load())
+}

@@ -34,6 +34,7 @@ type message struct {
 	stored bool
 	payLen int
 	lost   bool // the log append failed: never acknowledge it as durable
+	dead   bool // a dead letter: never dead-lettered again
 
 	// Cached encoded PUBLISH headers (fixed header, topic, placeholder
 	// packet id, properties) per protocol and QoS, built on first use and

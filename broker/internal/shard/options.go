@@ -72,6 +72,10 @@ type Options struct {
 	// MaxSubscriptionsPerClient bounds subscriptions per session (0x97 in
 	// SUBACK past it). Default 1000.
 	MaxSubscriptionsPerClient int
+	// DeadLetters publishes a copy of every QoS 1/2 message dropped for a
+	// subscriber (or refused by a quota) to $berth/dlq/<reason> in this
+	// shard (see deadletter.go).
+	DeadLetters bool
 }
 
 // Defaults.
@@ -158,8 +162,24 @@ type ConnInfo struct {
 	// Authorizer checks publish and subscribe; nil allows everything.
 	Authorizer Authorizer
 	// Deadline ends the connection (DISCONNECT 0xA0 in MQTT 5) when the
-	// credential expires; zero means never.
+	// credential expires; zero means never. A successful re-authentication
+	// (Reauthenticate) moves it.
 	Deadline time.Time
+	// AuthMethod is the MQTT 5 enhanced authentication method this
+	// connection may name, e.g. "berth-jwt"; empty means none. A CONNECT
+	// naming it is admitted (the credentials were checked before the
+	// connection reached the shard) and its CONNACK names it back
+	// [MQTT-4.12.0-5]; a CONNECT naming another method is refused with
+	// CONNACK 0x8C, an AUTH naming another one ends the connection with
+	// DISCONNECT 0x82 (0x8C is no DISCONNECT reason code).
+	AuthMethod string
+	// Reauthenticate checks the Authentication Data of an AUTH packet
+	// with reason 0x19 (re-authenticate) and AuthMethod. It returns the
+	// connection's new Deadline (zero: none) or an error, which ends the
+	// connection with DISCONNECT 0x87. It runs on the connection's reader
+	// goroutine and may block briefly (a key fetch). nil refuses every
+	// re-authentication (DISCONNECT 0x87).
+	Reauthenticate func(data []byte) (time.Time, error)
 	// AllowAnonymous admits a CONNECT without a user name.
 	AllowAnonymous bool
 	// Authenticate checks a user name and password; nil accepts any

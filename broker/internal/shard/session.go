@@ -110,15 +110,15 @@ func (sess *session) enqueue(d *delivery, now time.Time) (kick *conn) {
 	if c == nil && d.msg.off != 0 {
 		// Offline: keep an offset into the log, not the message.
 		if sess.stored.len()+sess.queue.len() >= s.opts.MaxQueuedMessages {
-			sess.dropLocked(DropQueueFull)
+			sess.deadLetterLocked(DropQueueFull, d.msg, d.qos)
 		} else {
 			sess.stored.push(d.storedEntry())
 		}
 		sess.mu.Unlock()
 		return nil
 	}
-	if sess.queue.len() >= s.opts.MaxQueuedMessages || sess.queuedBytes+size > s.opts.MaxQueuedBytes {
-		sess.dropLocked(DropQueueFull)
+	if sess.queue.len() >= s.opts.MaxQueuedMessages || int64(sess.queuedBytes+size) > s.maxQueuedBytes.Load() {
+		sess.deadLetterLocked(DropQueueFull, d.msg, d.qos)
 		if c != nil {
 			if sess.fullSince.IsZero() {
 				sess.fullSince = now

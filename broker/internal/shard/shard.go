@@ -35,6 +35,9 @@ type Shard struct {
 	stats    counters
 	topics   topicStats    // per-topic traffic for the admin view
 	connSeq  atomic.Uint64 // conn_id in logs
+	// Limits that change live (SetLimits); Options hold the initial ones.
+	maxInflight    atomic.Int64
+	maxQueuedBytes atomic.Int64
 
 	mu       sync.RWMutex
 	sessions map[string]*session
@@ -48,6 +51,7 @@ type Shard struct {
 	bgwg    sync.WaitGroup // background goroutines ($SYS)
 	stopBg  chan struct{}
 	matches sync.Pool // *topic.Matches for publishes not made by a connection
+	dlq     deadLetters
 }
 
 // New returns a shard with the given options. It loads retained messages
@@ -69,6 +73,9 @@ func New(opts Options) *Shard {
 		stopBg:   make(chan struct{}),
 	}
 	s.matches.New = func() any { return new(topic.Matches) }
+	s.dlq.wake = make(chan struct{}, 1)
+	s.maxInflight.Store(int64(opts.MaxInflight))
+	s.maxQueuedBytes.Store(int64(opts.MaxQueuedBytes))
 	s.acks.init()
 	s.load()
 	return s
@@ -132,6 +139,10 @@ func (s *Shard) Start(ctx context.Context) error {
 	if s.opts.SysInterval > 0 {
 		s.bgwg.Add(1)
 		go s.sysLoop()
+	}
+	if s.opts.DeadLetters {
+		s.bgwg.Add(1)
+		go s.deadLetterLoop()
 	}
 	if s.log != nil {
 		s.bgwg.Add(2)
@@ -350,6 +361,7 @@ func (s *Shard) Stats() Stats {
 	st.Subscriptions = s.tree.Len()
 	st.Retained = s.retained.Len()
 	st.Uptime = time.Since(s.started)
+	st.DeadLettersLost = s.deadLettersLost()
 	return st
 }
 

@@ -42,6 +42,7 @@ type Stats struct {
 	BytesIn          uint64
 	BytesOut         uint64
 	Dropped          map[string]uint64 // by DropReason name
+	DeadLettersLost  uint64            // dead letters not published: too many waiting
 	Uptime           time.Duration
 }
 

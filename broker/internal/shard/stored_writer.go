@@ -101,7 +101,7 @@ func (c *conn) fillStoredLocked(bytes int, now int64) int {
 		}
 		if m.expired(now) {
 			loc.Release()
-			sess.dropLocked(DropExpired) // [MQTT-3.3.2-5]
+			sess.deadLetterLocked(DropExpired, m, e.qos) // [MQTT-3.3.2-5]
 			continue
 		}
 		dv := delivery{msg: m, qos: e.qos, retain: e.retain}
@@ -120,7 +120,7 @@ func (c *conn) fillStoredLocked(bytes int, now int64) int {
 		if !ok {
 			w.arena = w.arena[:start]
 			loc.Release()
-			sess.dropLocked(DropTooLarge) // [MQTT-3.1.2-25]
+			sess.deadLetterLocked(DropTooLarge, m, e.qos) // [MQTT-3.1.2-25]
 			continue
 		}
 		if dv.qos > 0 {

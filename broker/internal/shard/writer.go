@@ -148,7 +148,7 @@ func (c *conn) fill() (n int, closing bool) {
 		dv := sess.queue.pop()
 		sess.queuedBytes -= dv.msg.size
 		if dv.msg.expired(now) {
-			sess.dropLocked(DropExpired) // [MQTT-3.3.2-5]
+			sess.deadLetterLocked(DropExpired, dv.msg, dv.qos) // [MQTT-3.3.2-5]
 			continue
 		}
 		if dv.qos > 0 {
@@ -162,7 +162,7 @@ func (c *conn) fill() (n int, closing bool) {
 		w.arena, ok = c.encodePublishLocked(w.arena, &dv, false, now)
 		if !ok {
 			w.arena = w.arena[:start]
-			sess.dropLocked(DropTooLarge) // [MQTT-3.1.2-25]
+			sess.deadLetterLocked(DropTooLarge, dv.msg, dv.qos) // [MQTT-3.1.2-25]
 			continue
 		}
 		hdr := w.arena[start:len(w.arena):len(w.arena)]
@@ -176,7 +176,7 @@ func (c *conn) fill() (n int, closing bool) {
 		bytes += len(hdr) + len(dv.msg.payload)
 		w.msgs++
 	}
-	if !sess.fullSince.IsZero() && sess.queue.len() < s.opts.MaxQueuedMessages && sess.queuedBytes < s.opts.MaxQueuedBytes {
+	if !sess.fullSince.IsZero() && sess.queue.len() < s.opts.MaxQueuedMessages && int64(sess.queuedBytes) < s.maxQueuedBytes.Load() {
 		sess.fullSince = time.Time{}
 	}
 	return len(w.vec), false

@@ -1,0 +1,96 @@
+package shard
+
+import (
+	"net"
+	"time"
+
+	"berth.dev/broker/packet"
+)
+
+// End ends the connection that was handed to ServeConn as nc, from any
+// goroutine: an MQTT 5 client gets a DISCONNECT with reason first (e.g.
+// 0x87 when its credential was revoked), a 3.1.1 client is just closed
+// [MQTT-4.8.0-1]; a connection still in CONNECT is closed. It reports
+// whether nc was one of the shard's connections, and does not wait for the
+// connection to finish. nc is compared with ==, so it must be of a
+// comparable type (any pointer is). It walks the shard's connections: it
+// is meant for rare events such as a revocation, not the packet path.
+func (s *Shard) End(nc net.Conn, reason packet.ReasonCode) bool {
+	var found *conn
+	attached := false
+	s.mu.RLock()
+	for c, a := range s.conns {
+		if c.nc == nc {
+			found, attached = c, a
+			break
+		}
+	}
+	s.mu.RUnlock()
+	switch {
+	case found == nil:
+		return false
+	case !attached:
+		_ = nc.Close() // still in CONNECT: nothing to say yet
+	default:
+		found.kick(reason) // c.sess was set before the conn was marked attached
+	}
+	return true
+}
+
+// setDeadline (re)arms the timer that ends the connection when its
+// credential expires (DISCONNECT 0xA0, maximum connect time); zero
+// disarms it. Reader goroutine only.
+func (c *conn) setDeadline(t time.Time) {
+	if c.deadline != nil {
+		c.deadline.Stop()
+	}
+	if t.IsZero() {
+		return
+	}
+	if c.deadline == nil {
+		c.deadline = time.AfterFunc(time.Until(t), func() { c.kick(packet.ErrMaximumConnectTime) })
+		return
+	}
+	c.deadline.Reset(time.Until(t))
+}
+
+// handleAuth answers an AUTH packet: only a client-initiated
+// re-authentication (reason 0x19) with the connection's method is
+// understood (MQTT 5.0 section 4.12.1). Success moves the connection's
+// deadline to the new credential's and answers AUTH 0x00; a refused
+// credential ends the connection with DISCONNECT 0x87, another method
+// with 0x82.
+//
+// Berth also accepts a re-authentication from a client whose CONNECT
+// named no method (it authenticated with user name and password at the
+// gateway), so password clients can extend their session too.
+func (c *conn) handleAuth(p *packet.Auth) error {
+	if p.Reason != packet.CodeReAuthenticate {
+		return packet.ErrProtocol // the server never asked to continue (0x18)
+	}
+	method := c.info.AuthMethod
+	if method == "" || string(p.Props.AuthMethod) != method {
+		// [MQTT-4.12.1-1] the method must be the one the connection was
+		// authenticated with; another is a Protocol Error (0x8C, bad
+		// authentication method, is a CONNACK code, not a DISCONNECT one).
+		return packet.ErrProtocol
+	}
+	if c.info.Reauthenticate == nil {
+		c.log.Info("re-authentication refused: no verifier configured")
+		return packet.ErrNotAuthorized
+	}
+	deadline, err := c.info.Reauthenticate(p.Props.AuthData)
+	if err != nil {
+		c.log.Info("re-authentication refused", "err", err)
+		return packet.ErrNotAuthorized // [MQTT-4.12.1-2] a failed re-authentication ends the connection
+	}
+	if !deadline.IsZero() && !time.Now().Before(deadline) {
+		return packet.ErrNotAuthorized
+	}
+	c.setDeadline(deadline)
+	c.authOut = packet.Auth{Reason: packet.CodeSuccess}
+	c.authOut.Props.AuthMethod = []byte(method) // [MQTT-4.12.0-5]
+	c.send(&c.authOut)
+	c.log.Debug("re-authenticated", "deadline", deadline)
+	return nil
+}
