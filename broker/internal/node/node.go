@@ -12,10 +12,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"berth.dev/broker/internal/jwtverify"
 	"berth.dev/broker/internal/quota"
 	"berth.dev/broker/internal/registry"
 	"berth.dev/broker/internal/usage"
+	"berth.dev/broker/jwtauth"
 	"berth.dev/broker/proxyproto"
 )
 
@@ -30,7 +30,8 @@ type Node struct {
 	log      *slog.Logger
 	pool     *pgxpool.Pool
 	verifier *proxyproto.Verifier
-	tokens   *jwtverify.Verifier // nil without Config.JWKSURL: no re-authentication
+	keys     *jwtauth.KeySet   // the API's JWKS; nil without Config.JWKSURL
+	tokens   *jwtauth.Verifier // nil without Config.JWKSURL: no re-authentication
 	quotas   *quota.Store
 	meter    *usage.Meter
 	flusher  *usage.Flusher
@@ -69,7 +70,8 @@ func New(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, verifier: v, meter: usage.NewMeter(), tenants: make(map[string]*tenant), closingTenants: make(map[string]chan struct{})}
 	if cfg.JWKSURL != "" {
-		n.tokens = jwtverify.New(jwtverify.Options{JWKSURL: cfg.JWKSURL, Issuer: cfg.Issuer})
+		n.keys = jwtauth.NewKeySet(jwtauth.KeySetOptions{URL: cfg.JWKSURL, Logger: cfg.Logger})
+		n.tokens = jwtauth.NewVerifier(n.keys, jwtauth.VerifierOptions{Issuer: cfg.Issuer})
 	}
 	return n, nil
 }
@@ -113,6 +115,9 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.reg.Start()
 	n.flusher.Start()
+	if n.keys != nil {
+		n.keys.Start(n.ctx) // a JWKS that is down only delays re-authentication
+	}
 
 	n.admin = &http.Server{Handler: n.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
 	n.goBackground(func() {
@@ -241,6 +246,11 @@ func (n *Node) shutdown(ctx context.Context) error {
 	}
 	if err := n.reg.Shutdown(ctx); err != nil {
 		errs = append(errs, err)
+	}
+	if n.keys != nil {
+		if err := n.keys.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	n.cancel()
 	n.bg.Wait()

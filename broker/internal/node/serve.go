@@ -112,11 +112,11 @@ func (n *Node) reauthenticate(tenantID, credID string) func([]byte) (time.Time, 
 	return func(token []byte) (time.Time, error) {
 		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
 		defer cancel()
-		c, err := n.tokens.Verify(ctx, token)
+		c, err := n.tokens.Verify(ctx, credID, token) // sub must be this credential
 		switch {
 		case err != nil:
 			return time.Time{}, err
-		case c.Subject != credID || c.TenantID != tenantID:
+		case c.TenantID != tenantID:
 			return time.Time{}, errOtherCredential
 		case n.isRevoked(credID):
 			return time.Time{}, errRevoked

@@ -32,10 +32,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"berth.dev/broker/jwtauth"
 	"berth.dev/broker/proxyproto"
 	"berth.dev/gateway/internal/connlimit"
 	"berth.dev/gateway/internal/gateway"
-	"berth.dev/gateway/internal/jwtauth"
 	"berth.dev/gateway/internal/revocation"
 	"berth.dev/gateway/internal/route"
 	"berth.dev/gateway/internal/tracing"

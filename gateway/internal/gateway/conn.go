@@ -15,10 +15,10 @@ import (
 
 	"github.com/coder/websocket"
 
+	"berth.dev/broker/jwtauth"
 	"berth.dev/broker/packet"
 	"berth.dev/broker/proxyproto"
 	"berth.dev/gateway/internal/connlimit"
-	"berth.dev/gateway/internal/jwtauth"
 	"berth.dev/gateway/internal/route"
 )
 

@@ -17,9 +17,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
+	"berth.dev/broker/jwtauth"
 	"berth.dev/broker/proxyproto"
 	"berth.dev/gateway/internal/connlimit"
-	"berth.dev/gateway/internal/jwtauth"
 	"berth.dev/gateway/internal/revocation"
 	"berth.dev/gateway/internal/route"
 	"berth.dev/testenv"

@@ -17,9 +17,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"berth.dev/broker/jwtauth"
 	"berth.dev/broker/proxyproto"
 	"berth.dev/gateway/internal/connlimit"
-	"berth.dev/gateway/internal/jwtauth"
 	"berth.dev/gateway/internal/revocation"
 	"berth.dev/gateway/internal/route"
 )

@@ -1,6 +1,8 @@
 // Package jwtauth verifies the device credential tokens that clients send as
-// the MQTT CONNECT password: Ed25519-signed JWTs issued by the API, checked
-// against the API's JWKS.
+// the MQTT CONNECT password (checked by the gateway) and in an MQTT 5
+// re-authentication (checked by the node): Ed25519-signed JWTs issued by the
+// API, checked against the API's JWKS. It is public so both share one
+// implementation.
 //
 // A KeySet fetches the JWKS over HTTP, keeps it in memory, refreshes it
 // periodically (so removed keys stop working) and on demand when a token

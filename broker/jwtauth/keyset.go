@@ -72,7 +72,7 @@ func NewKeySet(opt KeySetOptions) *KeySet {
 	return &KeySet{opt: opt, keys: map[string]ed25519.PublicKey{}, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
-// Start fetches the keys once (a failure is logged, not fatal: the gateway
+// Start fetches the keys once (a failure is logged, not fatal: the caller
 // still starts and refuses tokens with "server unavailable" until the API
 // answers) and refreshes them every RefreshEvery until Shutdown.
 func (k *KeySet) Start(ctx context.Context) {
