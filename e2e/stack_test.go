@@ -161,7 +161,10 @@ func TestRevokedCredentialIsClosedAndRefused(t *testing.T) {
 	cl := mustConnectV5(t, gw, c, "doomed")
 	s.Revoke(t, a, c.ID)
 	select {
-	case <-cl.disconnected:
+	case rc := <-cl.disconnected:
+		if rc != 0x87 {
+			t.Fatalf("revoked credential's connection ended with %#x, want DISCONNECT 0x87 (not authorized)", rc)
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("connection of a revoked credential still open after 10 s")
 	}

@@ -67,7 +67,8 @@ have gateway/cmd/gateway && "$BIN/broker" -help 2>&1 | grep -q -- '-node-id' && 
 
 if [ -n "$full" ]; then
 	start broker -node-id dev-node-1 -internal-listen "$NODE_MQTT" -admin-listen "$NODE_ADMIN" \
-		-data "$BERTH_RUN_DIR/node-data" -database-url "$DATABASE_URL"
+		-data "$BERTH_RUN_DIR/node-data" -database-url "$DATABASE_URL" \
+		-jwks-url "http://$API_ADDR/v1/.well-known/jwks.json"
 	wait_port "$NODE_MQTT" broker
 fi
 if [ -n "$api" ]; then

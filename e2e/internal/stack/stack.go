@@ -83,7 +83,7 @@ func New(t testing.TB, bins Binaries, opts Options) *Stack {
 	s.Node = Start(t, "node", bins.Broker, []string{
 		"-node-id", "node-" + randomHex(4),
 		"-internal-listen", s.NodeMQTT, "-admin-listen", s.NodeAdmin,
-		"-data", t.TempDir(), "-log-format", "text",
+		"-data", t.TempDir(), "-log-format", "text", "-jwks-url", "http://" + apiAddr + "/v1/.well-known/jwks.json",
 	}, []string{"DATABASE_URL=" + s.DatabaseURL, "BERTH_PROXY_SECRET=" + s.ProxySecret, "BERTH_NODE_TOKEN=" + s.NodeToken})
 	WaitListening(t, s.Node, s.NodeMQTT, 30*time.Second)
 

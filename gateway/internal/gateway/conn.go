@@ -239,14 +239,29 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport
 		select {
 		case <-watch.Done():
 			g.m.revoked.Inc()
-			log.Info("credential revoked; closing connection")
-			s.close()
+			// The node hears of the revocation too and ends the connection
+			// with a reason the device can read (MQTT 5 DISCONNECT 0x87);
+			// the relay then closes both sides. Close it here only if the
+			// node has not done so within the grace period.
+			grace := time.NewTimer(revokeGrace)
+			defer grace.Stop()
+			select {
+			case <-relayDone:
+				log.Info("credential revoked; the node closed the connection")
+			case <-grace.C:
+				log.Info("credential revoked; closing connection")
+				s.close()
+			}
 		case <-relayDone:
 		}
 	}()
 	up, down := relay(client, node, g.bufs)
 	log.Debug("connection closed", "bytes_up", up, "bytes_down", down)
 }
+
+// revokeGrace is how long a revoked credential's connection may stay open
+// for the node's DISCONNECT to reach the device.
+const revokeGrace = 2 * time.Second
 
 // sniSlug returns the tenant slug named by a TLS server name of the form
 // <slug>.<TenantDomain>.
