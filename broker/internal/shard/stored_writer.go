@@ -108,31 +108,19 @@ func (c *conn) fillStoredLocked(bytes int, now int64) int {
 		if e.subID != 0 {
 			dv.subIDs[0], dv.nSub = e.subID, 1
 		}
-		if dv.qos > 0 {
-			dv.id = sess.nextIDLocked()
-			dv.state = statePublish
-			sess.seq++
-			dv.seq = sess.seq
-		}
-		start := len(w.arena)
-		var ok bool
-		w.arena, ok = c.encodePublishLocked(w.arena, &dv, false, now)
+		hdr, ok := c.appendPublishLocked(&dv, now)
 		if !ok {
-			w.arena = w.arena[:start]
 			loc.Release()
 			sess.deadLetterLocked(DropTooLarge, m, e.qos) // [MQTT-3.1.2-25]
 			continue
 		}
-		if dv.qos > 0 {
-			sess.inflight[dv.id] = dv
-		}
-		w.vec = append(w.vec, w.arena[start:len(w.arena):len(w.arena)])
+		w.vec = append(w.vec, hdr)
 		if m.payLen > 0 {
 			w.files = append(w.files, filePart{at: len(w.vec), loc: loc})
 		} else {
 			loc.Release()
 		}
-		bytes += len(w.arena) - start + m.payLen
+		bytes += len(hdr) + m.payLen
 		w.msgs++
 	}
 	return bytes

@@ -151,23 +151,10 @@ func (c *conn) fill() (n int, closing bool) {
 			sess.deadLetterLocked(DropExpired, dv.msg, dv.qos) // [MQTT-3.3.2-5]
 			continue
 		}
-		if dv.qos > 0 {
-			dv.id = sess.nextIDLocked()
-			dv.state = statePublish
-			sess.seq++
-			dv.seq = sess.seq
-		}
-		start := len(w.arena)
-		var ok bool
-		w.arena, ok = c.encodePublishLocked(w.arena, &dv, false, now)
+		hdr, ok := c.appendPublishLocked(&dv, now)
 		if !ok {
-			w.arena = w.arena[:start]
 			sess.deadLetterLocked(DropTooLarge, dv.msg, dv.qos) // [MQTT-3.1.2-25]
 			continue
-		}
-		hdr := w.arena[start:len(w.arena):len(w.arena)]
-		if dv.qos > 0 {
-			sess.inflight[dv.id] = dv
 		}
 		w.vec = append(w.vec, hdr)
 		if len(dv.msg.payload) > 0 {
@@ -180,6 +167,31 @@ func (c *conn) fill() (n int, closing bool) {
 		sess.fullSince = time.Time{}
 	}
 	return len(w.vec), false
+}
+
+// appendPublishLocked gives dv a packet id (QoS > 0), encodes its
+// per-subscriber PUBLISH header into the batch arena and records it as
+// inflight. It returns the header, or false, leaving the arena as it was,
+// when the message exceeds the client's Maximum Packet Size.
+func (c *conn) appendPublishLocked(dv *delivery, now int64) ([]byte, bool) {
+	sess, w := c.sess, &c.w
+	if dv.qos > 0 {
+		dv.id = sess.nextIDLocked()
+		dv.state = statePublish
+		sess.seq++
+		dv.seq = sess.seq
+	}
+	start := len(w.arena)
+	var ok bool
+	w.arena, ok = c.encodePublishLocked(w.arena, dv, false, now)
+	if !ok {
+		w.arena = w.arena[:start]
+		return nil, false
+	}
+	if dv.qos > 0 {
+		sess.inflight[dv.id] = *dv
+	}
+	return w.arena[start:len(w.arena):len(w.arena)], true
 }
 
 // vectorConn returns the connection to write vectors to with writev: nc
