@@ -111,3 +111,27 @@ func (s *Stack) SetQuota(t testing.TB, a Account, name string, value int64) {
 		t.Fatalf("put quotas: status %d", code)
 	}
 }
+
+// Token is a fresh token for an existing credential, as
+// POST .../credentials/{cid}/token returns it.
+type Token struct {
+	Username  string     `json:"username"`
+	Password  string     `json:"password"`
+	ExpiresAt *time.Time `json:"expires_at"`
+}
+
+// IssueToken asks the API for a fresh token for a's credential credID,
+// expiring at expiresAt (nil: the credential's own expiry).
+func (s *Stack) IssueToken(t testing.TB, a Account, credID string, expiresAt *time.Time) Token {
+	t.Helper()
+	var body any
+	if expiresAt != nil {
+		body = map[string]string{"expires_at": expiresAt.UTC().Format(time.RFC3339)}
+	}
+	var tok Token
+	path := fmt.Sprintf("/v1/tenants/%s/credentials/%s/token", a.Tenant.ID, credID)
+	if code := s.Do(t, "POST", path, a.APIKey, body, &tok); code != http.StatusCreated {
+		t.Fatalf("issue token: status %d", code)
+	}
+	return tok
+}

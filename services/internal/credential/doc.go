@@ -22,5 +22,8 @@
 //	private_key = nonce (12 bytes) || ciphertext+tag (32+16 bytes), AAD = kid
 //
 // Rotation makes a new key the signer and retires the old one, which stays
-// in the JWKS while any unrevoked, unexpired credential it signed exists.
+// in the JWKS while any unrevoked, unexpired credential whose newest token
+// it signed exists. POST .../credentials/{cid}/token signs a fresh token
+// for an existing credential (same sub, tid, acl; new iat, jti, exp) with
+// the active key and records that key as the credential's kid.
 package credential

@@ -54,6 +54,7 @@ func TestCrossTenant(t *testing.T) {
 		{"POST", ta + "/credentials", map[string]any{"name": "x", "acl": map[string]any{"pub": []string{"#"}}}},
 		{"GET", ta + "/credentials/" + cid, nil},
 		{"DELETE", ta + "/credentials/" + cid, nil},
+		{"POST", ta + "/credentials/" + cid + "/token", nil},
 		{"GET", ta + "/quotas", nil},
 		{"PUT", ta + "/quotas", map[string]int{"max_connections": 1}},
 		{"GET", ta + "/topics", nil},
@@ -71,6 +72,7 @@ func TestCrossTenant(t *testing.T) {
 		// A's resources under B's own tenant are not found either.
 		{"GET", tb + "/credentials/" + cid, nil},
 		{"DELETE", tb + "/credentials/" + cid, nil},
+		{"POST", tb + "/credentials/" + cid + "/token", nil},
 		{"DELETE", tb + "/topics/" + rule.ID, nil},
 		{"GET", tb + "/traces/" + trace, nil},
 	}

@@ -134,6 +134,10 @@ func problemFor(err error) Problem {
 		pr := p(http.StatusConflict, "conflict", "Already exists", conflict.Field+" is already taken")
 		pr.Errors = []FieldError{{Field: conflict.Field, Reason: "already taken"}}
 		return pr
+	case errors.Is(err, store.ErrRevoked):
+		return p(http.StatusConflict, "credential-revoked", "Credential revoked", "a revoked credential gets no new tokens; create a new credential")
+	case errors.Is(err, errCredentialExpired):
+		return p(http.StatusConflict, "credential-expired", "Credential expired", "an expired credential gets no new tokens; create a new credential")
 	case errors.Is(err, errRateLimited):
 		return p(http.StatusTooManyRequests, "rate-limited", "Too many requests", "retry after the time in Retry-After")
 	case errors.As(err, &nodeDown):

@@ -109,6 +109,7 @@ func NewRouter(o Options) (chi.Router, error) {
 				r.Post("/tenants/{tid}/credentials", handler(a.createCredential))
 				r.Get("/tenants/{tid}/credentials/{cid}", handler(a.getCredential))
 				r.Delete("/tenants/{tid}/credentials/{cid}", handler(a.revokeCredential))
+				r.Post("/tenants/{tid}/credentials/{cid}/token", handler(a.issueToken))
 
 				r.Get("/tenants/{tid}/quotas", handler(a.getQuotas))
 				r.Put("/tenants/{tid}/quotas", handler(a.putQuotas))

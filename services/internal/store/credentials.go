@@ -88,3 +88,24 @@ func (s *Store) RevokeCredential(ctx context.Context, tid, cid string) error {
 	})
 	return classify("revoke credential", err)
 }
+
+// RecordCredentialToken notes that a fresh token for a tenant's credential
+// was signed with kid. The credential's kid names the key of its newest
+// token, so the JWKS keeps that key published for as long as the
+// credential lives (a token signed before a rotation stops verifying once
+// no live credential names its key). A revoked credential is left as it is
+// and answers ErrRevoked: the row lock orders this against a concurrent
+// RevokeCredential, so no token is recorded after a revocation commits.
+func (s *Store) RecordCredentialToken(ctx context.Context, tid, cid, kid string) error {
+	var revoked *time.Time
+	err := s.pool.QueryRow(ctx,
+		`UPDATE credentials SET kid = CASE WHEN revoked_at IS NULL THEN $3 ELSE kid END
+		 WHERE id = $1 AND tenant_id = $2 RETURNING revoked_at`, cid, tid, kid).Scan(&revoked)
+	if err != nil {
+		return classify("record credential token", err)
+	}
+	if revoked != nil {
+		return ErrRevoked
+	}
+	return nil
+}

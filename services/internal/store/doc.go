@@ -1,6 +1,7 @@
 // Package store is the API's Postgres access: every query the control plane
 // runs, over a pgx pool, returning concrete types and the sentinel errors
-// ErrNotFound and ErrConflict (a *ConflictError names the field).
+// ErrNotFound, ErrConflict (a *ConflictError names the field) and
+// ErrRevoked.
 //
 // Every tenant-scoped query takes the tenant id (and tenant lookups the
 // account id) in its WHERE clause, so a row of another tenant is simply not

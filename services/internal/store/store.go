@@ -37,6 +37,9 @@ var (
 	ErrNotFound = errors.New("store: not found")
 	// ErrConflict is returned when a unique value is already taken.
 	ErrConflict = errors.New("store: conflict")
+	// ErrRevoked is returned when a revoked credential is asked for
+	// something only a live one may have (a fresh token).
+	ErrRevoked = errors.New("store: credential revoked")
 )
 
 // ConflictError names the field whose value is already taken.
