@@ -187,5 +187,7 @@ func (n *Node) applyQuotas(tenantID string, q plan.Quotas) {
 	}
 	t.limits.set(q)
 	t.sh.SetLimits(int(q.MaxInflight), int(q.MaxQueuedBytes)) // live sessions follow
-	n.log.Info("quotas updated", "tenant_id", t.id, "max_message_size", q.MaxMessageSize, "max_msgs_per_sec", q.MaxMsgsPerSec)
+	t.sh.SetRetention(retention(q))                           // applied at the next checkpoint
+	n.log.Info("quotas updated", "tenant_id", t.id, "max_message_size", q.MaxMessageSize, "max_msgs_per_sec", q.MaxMsgsPerSec,
+		"retention_bytes", q.RetentionBytes, "retention_seconds", q.RetentionSeconds)
 }

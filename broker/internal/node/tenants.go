@@ -44,10 +44,36 @@ func shardOptions(q plan.Quotas, n *Node, tenantID string) shard.Options {
 		// The storage-retention quota is how far back berth-replay-from
 		// may reach in the tenant's message log.
 		ReplayHistory: time.Duration(q.RetentionSeconds) * time.Second,
+		// The storage-retention quotas also bound the log whatever offline
+		// sessions still need: older or excess segments go and their
+		// pending messages count as "retention" drops.
+		Retention: retention(q),
 		// Every tenant may watch its dropped QoS 1/2 messages under
 		// $berth/dlq/<reason>.
 		DeadLetters: true,
 	}
+}
+
+// retention is the message-log retention of a tenant's quotas.
+func retention(q plan.Quotas) shard.Retention {
+	return shard.Retention{Bytes: q.RetentionBytes, Age: time.Duration(q.RetentionSeconds) * time.Second}
+}
+
+// Bounds of a tenant's message-log segment size (see segmentBytes).
+const (
+	minSegmentBytes = 16 << 10
+	maxSegmentBytes = 64 << 20 // the wal default
+)
+
+// segmentBytes sizes a tenant's message-log segments from its
+// retention_bytes quota (when the shard opens): retention deletes whole
+// segments, so a segment is an eighth of the quota and the log keeps most
+// of what the tenant pays for, not one active segment.
+func segmentBytes(retentionBytes int64) int64 {
+	if retentionBytes <= 0 {
+		return maxSegmentBytes
+	}
+	return min(max(retentionBytes/8, minSegmentBytes), maxSegmentBytes)
 }
 
 // tenant returns the tenant's shard, opening it on first use (or again
@@ -122,6 +148,7 @@ func (n *Node) openTenant(ctx context.Context, id string) (*tenant, error) {
 	if n.cfg.DataDir != "" {
 		if st, err = store.OpenTenant(n.cfg.DataDir, id, store.WALOptions{
 			Fsync: n.cfg.Fsync, FsyncInterval: n.cfg.FsyncInterval, Logger: opts.Logger,
+			SegmentBytes: segmentBytes(q.RetentionBytes),
 		}); err != nil {
 			return nil, fmt.Errorf("node: storage of %s: %w", id, err)
 		}

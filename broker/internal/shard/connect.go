@@ -241,7 +241,11 @@ func (c *conn) redeliverLocked() {
 			if err != nil {
 				c.log.Warn("inflight message unreadable; dropped", "err", err)
 				delete(sess.inflight, d.id)
-				sess.dropLocked(DropExpired)
+				reason := DropExpired
+				if errors.Is(err, errLost) {
+					reason = DropRetention // its segment was deleted by retention
+				}
+				sess.dropLocked(reason)
 				continue
 			}
 			d.msg = m
@@ -276,7 +280,7 @@ func (c *conn) redeliverLocked() {
 			front = append(front, sess.stored.pop())
 		}
 		for _, e := range front {
-			sess.stored.push(e)
+			sess.pushStoredLocked(e)
 		}
 	}
 	if len(requeue) > 0 {

@@ -73,7 +73,12 @@
 // Every CheckpointInterval each changed session's cursor (the lowest log
 // offset it still needs) is computed under the shard lock (so no message
 // is appended but unrouted) and saved with the session record; segments
-// below every cursor (and older than ReplayHistory) are deleted. After a restart the pending rings are
+// below every cursor (and older than ReplayHistory) are deleted.
+// Options.Retention (SetRetention, live) bounds the log by bytes and age
+// whatever sessions need: every CheckpointInterval the oldest segments
+// beyond it are deleted, after every session dropped its stored entries
+// into them (each copy counted as DropRetention, "retention"); see
+// retention.go. After a restart the pending rings are
 // rebuilt by scanning the log from the lowest cursor and matching each
 // message against the restored subscriptions. A stale cursor means QoS 1
 // redelivery after a crash, never loss.

@@ -170,6 +170,7 @@ func (s *Shard) checkpointLoop() {
 		case <-s.stopBg:
 			return
 		case <-t.C:
+			s.applyRetention()
 			s.checkpoint(tick%fullCheckpointEvery == 0)
 		}
 	}

@@ -32,6 +32,10 @@ type Options struct {
 	// session needs them, for berth-replay-from subscribers. 0 keeps only
 	// what sessions need.
 	ReplayHistory time.Duration
+	// Retention bounds the message log by bytes and age whatever sessions
+	// still need (see retention.go); SetRetention changes it live. The
+	// zero value bounds nothing.
+	Retention Retention
 
 	// MaxPacketSize is the largest packet accepted from a client, fixed
 	// header included, and announced as Maximum Packet Size in an MQTT 5

@@ -136,7 +136,7 @@ func (c *conn) runReplay(rq *replayReq) {
 			}
 			break
 		}
-		sess.stored.push(e)
+		sess.pushStoredLocked(e)
 	}
 	sess.replaying--
 	sess.dirty = true

@@ -112,7 +112,7 @@ func (sess *session) enqueue(d *delivery, now time.Time) (kick *conn) {
 		if sess.stored.len()+sess.queue.len() >= s.opts.MaxQueuedMessages {
 			sess.deadLetterLocked(DropQueueFull, d.msg, d.qos)
 		} else {
-			sess.stored.push(d.storedEntry())
+			sess.pushStoredLocked(d.storedEntry())
 		}
 		sess.mu.Unlock()
 		return nil
@@ -241,7 +241,7 @@ func (sess *session) toStoredLocked() {
 		d := sess.queue.pop()
 		if d.msg.off != 0 {
 			sess.queuedBytes -= d.msg.size
-			sess.stored.push(d.storedEntry())
+			sess.pushStoredLocked(d.storedEntry())
 			continue
 		}
 		sess.queue.push(d)

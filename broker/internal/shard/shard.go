@@ -38,6 +38,7 @@ type Shard struct {
 	// Limits that change live (SetLimits); Options hold the initial ones.
 	maxInflight    atomic.Int64
 	maxQueuedBytes atomic.Int64
+	retention      retentionState
 
 	mu       sync.RWMutex
 	sessions map[string]*session
@@ -76,6 +77,7 @@ func New(opts Options) *Shard {
 	s.dlq.wake = make(chan struct{}, 1)
 	s.maxInflight.Store(int64(opts.MaxInflight))
 	s.maxQueuedBytes.Store(int64(opts.MaxQueuedBytes))
+	s.SetRetention(opts.Retention)
 	s.acks.init()
 	s.load()
 	return s

@@ -17,10 +17,11 @@ const (
 	DropNotAuthorized                   // the publisher was not allowed to publish to the topic
 	DropSessionEnded                    // queued for a session that ended
 	DropQuotaExceeded                   // refused by the tenant's quotas (rate, retained, monthly)
+	DropRetention                       // its message-log segment was deleted by the tenant's retention
 	numDropReasons
 )
 
-var dropNames = [numDropReasons]string{"queue_full", "offline", "too_large", "expired", "not_authorized", "session_ended", "quota_exceeded"}
+var dropNames = [numDropReasons]string{"queue_full", "offline", "too_large", "expired", "not_authorized", "session_ended", "quota_exceeded", "retention"}
 
 // String returns the reason as used in stats and $SYS topics.
 func (r DropReason) String() string {

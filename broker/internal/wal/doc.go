@@ -15,7 +15,10 @@
 // Reader.NextHeld is NextLocation whose Location keeps its segment open
 // until Release (a payload sent after the Reader moved on). RemoveBefore
 // deletes sealed segments wholly below an offset the owner no longer needs
-// (the shard's lowest session cursor).
+// (the shard's lowest session cursor). RetentionCut names the offset
+// below which a retention (given per call, so the owner may change it
+// live) would delete segments, without deleting them: the owner lets go of
+// what it holds there, then calls RemoveBefore(cut, time.Time{}).
 //
 // Append, AppendBatch, AppendSync, Reader.Next, Reader.NextLocation and
 // Sender.Send allocate nothing in steady state (pinned by tests).

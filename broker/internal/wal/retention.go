@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -25,22 +26,9 @@ func (l *Log) ApplyRetention() (removed int, err error) {
 		l.mu.Unlock()
 		return 0, ErrClosed
 	}
-	var total int64
-	for _, s := range l.segs {
-		total += s.size.Load()
-	}
-	var drop []*segment
-	for len(l.segs) > 1 {
-		s := l.segs[0]
-		overBytes := ret.Bytes > 0 && total > ret.Bytes
-		tooOld := ret.Age > 0 && now-s.lastTS > int64(ret.Age)
-		if !overBytes && !tooOld {
-			break
-		}
-		drop = append(drop, s)
-		total -= s.size.Load()
-		l.segs = l.segs[1:]
-	}
+	n := l.retainedFromLocked(ret, now)
+	drop := slices.Clone(l.segs[:n])
+	l.segs = l.segs[n:]
 	l.mu.Unlock()
 
 	var errs []error
@@ -93,4 +81,46 @@ func (l *Log) RemoveBefore(off uint64, keepSince time.Time) (removed int, err er
 		}
 	}
 	return len(drop), errors.Join(errs...)
+}
+
+// retainedFromLocked is how many segments, from the front, retention ret
+// deletes at now (unix ns): while the log is larger than ret.Bytes or the
+// front segment's newest record is older than ret.Age. Never the active
+// segment. l.mu is held.
+func (l *Log) retainedFromLocked(ret Retention, now int64) int {
+	var total int64
+	for _, s := range l.segs {
+		total += s.size.Load()
+	}
+	n := 0
+	for ; n < len(l.segs)-1; n++ {
+		s := l.segs[n]
+		overBytes := ret.Bytes > 0 && total > ret.Bytes
+		tooOld := ret.Age > 0 && now-s.lastTS > int64(ret.Age)
+		if !overBytes && !tooOld {
+			break
+		}
+		total -= s.size.Load()
+	}
+	return n
+}
+
+// RetentionCut returns the offset below which retention ret, applied at
+// now, deletes whole segments: the base offset of the oldest segment that
+// would remain (FirstOffset when nothing would go). It deletes nothing:
+// an owner that must first let go of what it holds below the cut (the
+// shard's sessions) then calls RemoveBefore(cut, time.Time{}), which
+// deletes exactly those segments (appends only add segments at the end).
+// The rule is ApplyRetention's with ret instead of Options.Retention, so
+// the owner may change it while the log is open.
+func (l *Log) RetentionCut(ret Retention, now time.Time) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.segs) == 0 {
+		return l.next
+	}
+	if ret.Bytes <= 0 && ret.Age <= 0 {
+		return l.segs[0].base
+	}
+	return l.segs[l.retainedFromLocked(ret, now.UnixNano())].base
 }

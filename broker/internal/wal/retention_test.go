@@ -151,3 +151,41 @@ func TestRemoveBefore(t *testing.T) {
 		t.Fatalf("removing everything: %d removed, %d segments left, %v; want only the active one left", n, len(l.Segments()), err)
 	}
 }
+
+// RetentionCut names the cut ApplyRetention would make under a retention
+// given at the call (not Options), deletes nothing, and RemoveBefore(cut)
+// then deletes exactly those segments.
+func TestRetentionCut(t *testing.T) {
+	clock := newFakeClock()
+	l := openLog(t, Options{SegmentBytes: 450, Now: clock.Now, Fsync: SyncNever})
+	appendN(t, l, 6, 100) // segments 0 and 3
+	clock.Advance(time.Hour)
+	exp := appendN(t, l, 8, 100) // segments 6, 9 and 12 (active, 2 records)
+	tests := []struct {
+		name string
+		ret  Retention
+		want uint64
+	}{
+		{"unbounded", Retention{}, 0},
+		{"bytes fit", Retention{Bytes: 1 << 20}, 0},
+		{"bytes", Retention{Bytes: 1000}, 9},
+		{"bytes below the active segment", Retention{Bytes: 1}, 12},
+		{"age", Retention{Age: 30 * time.Minute}, 6},
+		{"age and bytes", Retention{Age: 30 * time.Minute, Bytes: 1000}, 9},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := l.RetentionCut(tc.ret, clock.Now()); got != tc.want {
+				t.Fatalf("RetentionCut(%+v) = %d, want %d", tc.ret, got, tc.want)
+			}
+			if got := l.FirstOffset(); got != 0 {
+				t.Fatalf("FirstOffset = %d after RetentionCut, want 0: it deletes nothing", got)
+			}
+		})
+	}
+	cut := l.RetentionCut(Retention{Bytes: 1000}, clock.Now())
+	if n, err := l.RemoveBefore(cut, time.Time{}); err != nil || n != 3 {
+		t.Fatalf("RemoveBefore(%d) = %d, %v; want 3 segments", cut, n, err)
+	}
+	checkRecords(t, l, 9, exp[3:])
+}
