@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"berth.dev/broker/internal/topic"
 	"berth.dev/broker/packet"
@@ -120,6 +121,11 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 			return err // over the size quota, or a sustained rate abuse
 		}
 		allowed, drop = code == packet.CodeSuccess, DropQuotaExceeded
+	}
+	if allowed && p.Props.Has.Has(packet.PropPayloadFormat) && p.Props.PayloadFormat == 1 && !utf8.Valid(p.Payload) {
+		// [MQTT-3.3.2-4] a payload that says it is UTF-8 and is not: the
+		// receiver may refuse it with 0x99 rather than pass it on.
+		allowed, code, drop = false, packet.ErrPayloadFormatInvalid, DropPayloadFormat
 	}
 	if !allowed {
 		sess.mu.Lock()

@@ -18,10 +18,11 @@ const (
 	DropSessionEnded                    // queued for a session that ended
 	DropQuotaExceeded                   // refused by the tenant's quotas (rate, retained, monthly)
 	DropRetention                       // its message-log segment was deleted by the tenant's retention
+	DropPayloadFormat                   // said it was UTF-8 and was not [MQTT-3.3.2-4]
 	numDropReasons
 )
 
-var dropNames = [numDropReasons]string{"queue_full", "offline", "too_large", "expired", "not_authorized", "session_ended", "quota_exceeded", "retention"}
+var dropNames = [numDropReasons]string{"queue_full", "offline", "too_large", "expired", "not_authorized", "session_ended", "quota_exceeded", "retention", "payload_format"}
 
 // String returns the reason as used in stats and $SYS topics.
 func (r DropReason) String() string {
