@@ -10,14 +10,13 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"berth.dev/billing/plan"
+	"berth.dev/broker/internal/tenanttest"
 	"berth.dev/broker/internal/wal"
 	"berth.dev/broker/packet"
 	"berth.dev/broker/proxyproto"
@@ -87,24 +86,7 @@ func startNodeCfg(t *testing.T, url, dataDir string, seed bool, change func(*Con
 
 func seedTenant(t *testing.T, pool *pgxpool.Pool, id string) {
 	t.Helper()
-	ctx := context.Background()
-	free, _ := plan.Lookup("free")
-	q := free.Defaults
-	if _, err := pool.Exec(ctx, `INSERT INTO accounts (id, email, password_hash) VALUES ($1, $1 || '@example.com', 'x')`, "acc_"+id); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `INSERT INTO tenants (id, account_id, slug, plan) VALUES ($1, $2, $3, 'free')`, id, "acc_"+id, strings.ReplaceAll(id, "_", "-")); err != nil {
-		t.Fatal(err)
-	}
-	cols, ph, args := []string{"tenant_id"}, []string{"$1"}, []any{id}
-	for i, f := range plan.Fields {
-		cols = append(cols, f.Name)
-		ph = append(ph, fmt.Sprintf("$%d", i+2))
-		args = append(args, *f.Get(&q))
-	}
-	if _, err := pool.Exec(ctx, "INSERT INTO quotas ("+strings.Join(cols, ",")+") VALUES ("+strings.Join(ph, ",")+")", args...); err != nil {
-		t.Fatal(err)
-	}
+	tenanttest.SeedFree(t, pool, id)
 }
 
 type cred struct {

@@ -3,16 +3,15 @@ package quota
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"berth.dev/billing/plan"
+	"berth.dev/broker/internal/tenanttest"
 	"berth.dev/testenv"
 )
 
@@ -66,22 +65,7 @@ func TestBucketTakeAllocatesNothing(t *testing.T) {
 
 func seedTenant(t *testing.T, pool *pgxpool.Pool, id string, q plan.Quotas) {
 	t.Helper()
-	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `INSERT INTO accounts (id, email, password_hash) VALUES ($1, $1 || '@example.com', 'x') ON CONFLICT DO NOTHING`, "acc_"+id); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `INSERT INTO tenants (id, account_id, slug, plan) VALUES ($1, $2, $3, 'free')`, id, "acc_"+id, strings.ReplaceAll(id, "_", "-")); err != nil {
-		t.Fatal(err)
-	}
-	cols, ph, args := []string{"tenant_id"}, []string{"$1"}, []any{id}
-	for i, f := range plan.Fields {
-		cols = append(cols, f.Name)
-		ph = append(ph, fmt.Sprintf("$%d", i+2))
-		args = append(args, *f.Get(&q))
-	}
-	if _, err := pool.Exec(ctx, "INSERT INTO quotas ("+strings.Join(cols, ",")+") VALUES ("+strings.Join(ph, ",")+")", args...); err != nil {
-		t.Fatal(err)
-	}
+	tenanttest.Seed(t, pool, id, q)
 }
 
 type change struct {
