@@ -235,7 +235,8 @@ func (g *Gateway) tlsHandshakeFailed() { g.m.refusals.WithLabelValues("", "tls_h
 
 func (g *Gateway) serveHTTP(srv *http.Server, ln net.Listener) {
 	g.loops.Go(func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		// Shutdown closes the listener itself, so either error means a clean stop.
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			g.log.Error("http server stopped", "addr", ln.Addr().String(), "err", err)
 		}
 	})
