@@ -305,12 +305,8 @@ func TestForgedMissingAndReplayedHeadersAreRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer first.Close()
-		first.Write(append(append([]byte(nil), hdr...), connectBytes(t, "c1")...))
-		r := packet.NewReader(first, 256)
-		first.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if fh, _, err := r.ReadPacket(0); err != nil || fh.Type != packet.TypeConnack {
-			t.Fatalf("first use of the header: %v %v, want CONNACK", fh.Type, err)
-		}
+		first.Write(hdr)
+		rawConnect(t, first, "c1") // the header's first use is accepted
 		second, err := net.Dial("tcp", n.Addr().String())
 		if err != nil {
 			t.Fatal(err)
@@ -325,12 +321,7 @@ func TestTokenExpiryEndsTheConnection(t *testing.T) {
 	t.Parallel()
 	n := startNode(t)
 	conn := n.dial(t, cred{"ten_a", "crd_a", allowAll, time.Now().Add(2 * time.Second).Unix()}, nil)
-	conn.Write(connectBytes(t, "expiring"))
-	r := packet.NewReader(conn, 256)
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if fh, _, err := r.ReadPacket(0); err != nil || fh.Type != packet.TypeConnack {
-		t.Fatalf("want CONNACK, got %v %v", fh.Type, err)
-	}
+	r := rawConnect(t, conn, "expiring")
 	start := time.Now()
 	fh, body, err := r.ReadPacket(0)
 	if err != nil || fh.Type != packet.TypeDisconnect {
@@ -369,17 +360,7 @@ func TestRevocationEndsLiveConnections(t *testing.T) {
 				t.Fatal(err)
 			}
 			conn := n.dial(t, cred{"ten_a", id, allowAll, 0}, nil)
-			cp := packet.Connect{ProtocolName: []byte("MQTT"), Version: tc.version, CleanStart: true, KeepAlive: 30, ClientID: []byte("doomed")}
-			b, err := cp.Append(nil, tc.version)
-			if err != nil {
-				t.Fatal(err)
-			}
-			conn.Write(b)
-			r := packet.NewReader(conn, 256)
-			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-			if fh, _, err := r.ReadPacket(0); err != nil || fh.Type != packet.TypeConnack {
-				t.Fatalf("want CONNACK, got %v %v", fh.Type, err)
-			}
+			r, _ := sendConnect(t, conn, &packet.Connect{Version: tc.version, CleanStart: true, KeepAlive: 30, ClientID: []byte("doomed")})
 			// The reader reports the DISCONNECT reason (none for 3.1.1),
 			// then the end of the connection.
 			type end struct {

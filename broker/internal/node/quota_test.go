@@ -145,20 +145,43 @@ func TestQuotasAreEnforcedAndChangeLive(t *testing.T) {
 	})
 }
 
-// rawConnect sends an MQTT 5 CONNECT and reads the CONNACK.
-func rawConnect(t *testing.T, conn interface {
+// rawConn is what the raw-packet tests need of a connection.
+type rawConn interface {
 	io.ReadWriter
 	SetReadDeadline(time.Time) error
-}, id string) *packet.Reader {
+}
+
+// sendConnect writes cp (in its own protocol version) and reads the
+// CONNACK, returning the reader for what follows and the decoded CONNACK.
+func sendConnect(t *testing.T, conn rawConn, cp *packet.Connect) (*packet.Reader, packet.Connack) {
 	t.Helper()
-	if _, err := conn.Write(connectBytes(t, id)); err != nil {
+	if cp.ProtocolName == nil {
+		cp.ProtocolName = []byte("MQTT")
+	}
+	b, err := cp.Append(nil, cp.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write(b); err != nil {
 		t.Fatal(err)
 	}
 	r := packet.NewReader(conn, 256)
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if fh, _, err := r.ReadPacket(0); err != nil || fh.Type != packet.TypeConnack {
+	fh, body, err := r.ReadPacket(0)
+	if err != nil || fh.Type != packet.TypeConnack {
 		t.Fatalf("want CONNACK, got %v %v", fh.Type, err)
 	}
+	var ack packet.Connack
+	if err := ack.Decode(cp.Version, fh, body); err != nil {
+		t.Fatalf("decoding CONNACK: %v", err)
+	}
+	return r, ack
+}
+
+// rawConnect sends an MQTT 5 CONNECT with clean start and reads the CONNACK.
+func rawConnect(t *testing.T, conn rawConn, id string) *packet.Reader {
+	t.Helper()
+	r, _ := sendConnect(t, conn, &packet.Connect{Version: packet.Version5, CleanStart: true, KeepAlive: 30, ClientID: []byte(id)})
 	return r
 }
 
@@ -192,13 +215,7 @@ func TestMQTT311PublishersAreThrottledNotDropped(t *testing.T) {
 	n.setQuota(t, "ten_a", "client_msgs_per_sec", 10)
 
 	conn := n.dial(t, cred{"ten_a", "crd_a", allowAll, 0}, nil)
-	c, _ := (&packet.Connect{ProtocolName: []byte("MQTT"), Version: packet.Version311, CleanStart: true, KeepAlive: 30, ClientID: []byte("v3")}).Append(nil, packet.Version311)
-	conn.Write(c)
-	r := packet.NewReader(conn, 256)
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if fh, _, err := r.ReadPacket(0); err != nil || fh.Type != packet.TypeConnack {
-		t.Fatalf("want CONNACK, got %v %v", fh.Type, err)
-	}
+	sendConnect(t, conn, &packet.Connect{Version: packet.Version311, CleanStart: true, KeepAlive: 30, ClientID: []byte("v3")})
 	start := time.Now()
 	var burst []byte
 	for i := range 30 {

@@ -182,22 +182,10 @@ func TestReauthenticationAnswers(t *testing.T) {
 
 	// A CONNECT naming another method is refused with 0x8C.
 	conn := n.dial(t, cred{"ten_a", "crd_a", allowAll, 0}, nil)
-	cp := packet.Connect{ProtocolName: []byte("MQTT"), Version: packet.Version5, CleanStart: true, ClientID: []byte("scram")}
+	cp := packet.Connect{Version: packet.Version5, CleanStart: true, ClientID: []byte("scram")}
 	cp.Props.AuthMethod = []byte("SCRAM-SHA-256")
-	b, err := cp.Append(nil, packet.Version5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn.Write(b)
-	r := packet.NewReader(conn, 256)
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	fh, body, err := r.ReadPacket(0)
-	if err != nil || fh.Type != packet.TypeConnack {
-		t.Fatalf("want CONNACK, got %v %v", fh.Type, err)
-	}
-	var ack packet.Connack
-	if err := ack.Decode(packet.Version5, fh, body); err != nil || ack.Reason != packet.ErrBadAuthMethod {
-		t.Fatalf("CONNACK reason %#x (%v), want 0x8C", byte(ack.Reason), err)
+	if _, ack := sendConnect(t, conn, &cp); ack.Reason != packet.ErrBadAuthMethod {
+		t.Fatalf("CONNACK reason %#x, want 0x8C", byte(ack.Reason))
 	}
 }
 
@@ -208,26 +196,16 @@ func TestReauthenticationWithoutJWKS(t *testing.T) {
 	t.Parallel()
 	n := startNode(t)
 	conn := n.dial(t, cred{"ten_a", "crd_a", allowAll, 0}, nil)
-	cp := packet.Connect{ProtocolName: []byte("MQTT"), Version: packet.Version5, CleanStart: true, ClientID: []byte("jwt")}
+	cp := packet.Connect{Version: packet.Version5, CleanStart: true, ClientID: []byte("jwt")}
 	cp.Props.AuthMethod = []byte(AuthMethodJWT)
-	b, err := cp.Append(nil, packet.Version5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn.Write(b)
-	r := packet.NewReader(conn, 256)
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	fh, body, err := r.ReadPacket(0)
-	if err != nil || fh.Type != packet.TypeConnack {
-		t.Fatalf("want CONNACK, got %v %v", fh.Type, err)
-	}
-	var ack packet.Connack
-	if err := ack.Decode(packet.Version5, fh, body); err != nil || ack.Reason != packet.CodeSuccess || string(ack.Props.AuthMethod) != AuthMethodJWT {
-		t.Fatalf("CONNACK reason %#x method %q (%v), want 0x00 naming %q", byte(ack.Reason), ack.Props.AuthMethod, err, AuthMethodJWT)
+	r, ack := sendConnect(t, conn, &cp)
+	if ack.Reason != packet.CodeSuccess || string(ack.Props.AuthMethod) != AuthMethodJWT {
+		t.Fatalf("CONNACK reason %#x method %q, want 0x00 naming %q", byte(ack.Reason), ack.Props.AuthMethod, AuthMethodJWT)
 	}
 	a := packet.Auth{Reason: packet.CodeReAuthenticate}
 	a.Props.AuthMethod, a.Props.AuthData = []byte(AuthMethodJWT), []byte("a.b.c")
-	if b, err = a.Append(nil, packet.Version5); err != nil {
+	b, err := a.Append(nil, packet.Version5)
+	if err != nil {
 		t.Fatal(err)
 	}
 	conn.Write(b)
