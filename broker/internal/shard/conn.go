@@ -81,6 +81,7 @@ type conn struct {
 	unsub   packet.Unsubscribe
 	disc    packet.Disconnect
 	matches topic.Matches
+	slab    slab // inbound messages
 }
 
 // ServeConn runs one client connection to completion: CONNECT, the
@@ -170,6 +171,9 @@ func (c *conn) readLoop() (sendWill bool) {
 			// [MQTT-3.1.2-22] (3.1.1: [MQTT-3.1.2-24]) one and a half
 			// times the Keep Alive.
 			_ = c.nc.SetReadDeadline(time.Now().Add(c.keepAlive))
+		}
+		if c.rd.Buffered() == 0 {
+			c.slab.release() // about to wait: an idle connection holds no chunk
 		}
 		fh, body, err := c.rd.ReadPacket(s.opts.MaxPacketSize)
 		if err != nil {

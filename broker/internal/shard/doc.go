@@ -25,7 +25,12 @@
 // # Fan-out without copies
 //
 // A message is copied once, out of the publisher's read buffer, into an
-// immutable message shared by every queue. The writer sends each copy as
+// immutable message shared by every queue. Packets read together share
+// the memory of their messages (slab), so a publisher sending back to back
+// costs a few allocations per read, not two per message; what holds a
+// message for long (the retained store, offline or far-behind sessions)
+// holds a copy of its own instead (pinned by TestSlabAllocations and
+// TestSlabMessagesKeptLongAreOwned). The writer sends each copy as
 // two vectors, a per-subscriber header and the shared payload:
 //
 //	cached header (per message, per protocol version and QoS, built once)

@@ -151,7 +151,7 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 		}
 		return nil
 	}
-	m := newMessage(p, name, time.Now(), sess.id)
+	m := c.slab.newMessage(p, name, time.Now(), sess.id, c.rd.Buffered())
 	matched := s.publish(m, &c.matches)
 	code = packet.CodeSuccess
 	if matched == 0 && c.version == packet.Version5 {

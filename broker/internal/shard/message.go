@@ -36,6 +36,13 @@ type message struct {
 	lost   bool // the log append failed: never acknowledge it as durable
 	dead   bool // a dead letter: never dead-lettered again
 
+	// chunk is the first message of the slab chunk this one was carved
+	// out of (see slab), nil for a message with memory of its own.
+	// Holding a slab message holds its whole chunk: whatever keeps a
+	// message for long keeps its owned copy instead.
+	chunk *message
+	owned atomic.Pointer[message] // the copy own made, once
+
 	// Cached encoded PUBLISH headers (fixed header, topic, placeholder
 	// packet id, properties) per protocol and QoS, built on first use and
 	// immutable afterwards; writers copy one and patch the packet id and
@@ -63,13 +70,33 @@ var forwardedProps = packet.Mask(packet.PropPayloadFormat) | packet.Mask(packet.
 // newMessage copies what p aliases (the connection's read buffer) into one
 // allocation owned by the message.
 func newMessage(p *packet.Publish, topicName []byte, now time.Time, publisher topic.SubscriberID) *message {
-	n := len(topicName) + len(p.Payload) + len(p.Props.ContentType) + len(p.Props.ResponseTopic) +
-		len(p.Props.CorrelationData)
-	for _, up := range p.Props.UserProperties {
+	n, propBytes := copySize(topicName, p.Payload, &p.Props)
+	buf := make([]byte, 0, n+headerReserve(len(topicName), propBytes))
+	var ups []packet.UserProperty
+	if len(p.Props.UserProperties) > 0 {
+		ups = make([]packet.UserProperty, 0, len(p.Props.UserProperties))
+	}
+	m := new(message)
+	m.build(buf, ups, p, topicName, now, publisher)
+	return m
+}
+
+// copySize is how many bytes a message copies of what a PUBLISH aliases,
+// and how many of its encoded properties those make.
+func copySize(topicName, payload []byte, src *packet.Properties) (n, propBytes int) {
+	n = len(src.ContentType) + len(src.ResponseTopic) + len(src.CorrelationData)
+	for _, up := range src.UserProperties {
 		n += len(up.Key) + len(up.Value)
 	}
-	propBytes := n - len(topicName) - len(p.Payload) + 5*len(p.Props.UserProperties)
-	buf := make([]byte, 0, n+headerReserve(len(topicName), propBytes))
+	propBytes = n + 5*len(src.UserProperties)
+	return n + len(topicName) + len(payload), propBytes
+}
+
+// build fills the zero message m with copies of p's topic, payload and
+// forwarded properties, made in buf (empty, with room for copySize plus
+// headerReserve) and ups (empty, with room for p's user properties). The
+// room left in buf holds the first cached headers.
+func (m *message) build(buf []byte, ups []packet.UserProperty, p *packet.Publish, topicName []byte, now time.Time, publisher topic.SubscriberID) {
 	take := func(b []byte) []byte {
 		if b == nil {
 			return nil
@@ -78,12 +105,10 @@ func newMessage(p *packet.Publish, topicName []byte, now time.Time, publisher to
 		buf = append(buf, b...)
 		return buf[start:len(buf):len(buf)]
 	}
-	m := &message{
-		qos:       p.QoS,
-		retain:    p.Retain,
-		created:   now.UnixNano(),
-		publisher: publisher,
-	}
+	m.qos = p.QoS
+	m.retain = p.Retain
+	m.created = now.UnixNano()
+	m.publisher = publisher
 	m.topic = take(topicName)
 	m.payload = take(p.Payload)
 	if m.payload == nil {
@@ -99,19 +124,18 @@ func newMessage(p *packet.Publish, topicName []byte, now time.Time, publisher to
 	if len(src.UserProperties) > 0 {
 		// [MQTT-3.3.2-17] [MQTT-3.3.2-18] user properties forwarded
 		// unaltered and in order.
-		m.props.UserProperties = make([]packet.UserProperty, len(src.UserProperties))
-		for i, up := range src.UserProperties {
-			m.props.UserProperties[i] = packet.UserProperty{Key: take(up.Key), Value: take(up.Value)}
+		for _, up := range src.UserProperties {
+			ups = append(ups, packet.UserProperty{Key: take(up.Key), Value: take(up.Value)})
 		}
+		m.props.UserProperties = ups[:len(ups):len(ups)]
 	}
 	if src.Has.Has(packet.PropMessageExpiry) {
 		m.expireAt = m.created + int64(src.MessageExpiry)*int64(time.Second)
 	}
-	m.propBytes = propBytes
+	_, m.propBytes = copySize(nil, nil, src)
 	m.regions[0] = buf[len(buf):cap(buf):cap(buf)]
 	m.nreg = 1
 	m.size = len(m.topic) + len(m.payload) + m.propBytes + 64
-	return m
 }
 
 // newSimpleMessage builds a message without properties ($SYS, tests).

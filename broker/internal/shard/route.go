@@ -114,6 +114,7 @@ func (s *Shard) detach(c *conn, sendWill bool) {
 		sess.toStoredLocked()
 		sess.cursor = sess.cursorLocked(s.log.NextOffset()) // s.mu is held
 	}
+	sess.ownMessagesLocked()
 	if expiry != 0 && expiry != neverExpires && !s.closing {
 		sess.expiryTimer = time.AfterFunc(time.Duration(expiry)*time.Second, s.expireFunc(sess, sess.gen))
 	}
@@ -202,6 +203,7 @@ func (s *Shard) setRetained(m *message) {
 		}
 		return
 	}
+	m = m.own() // kept until replaced: hold no slab chunk
 	s.retained.Set(t, m, m.size)
 	if err := s.store.SetRetained(m.toStore()); err != nil {
 		s.opts.Logger.Warn("storing retained message", "topic", t, "err", err)

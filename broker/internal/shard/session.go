@@ -33,7 +33,10 @@ type delivery struct {
 	extra  []uint32 // identifiers beyond the second (rare)
 	id     uint16
 	state  deliveryState
-	seq    uint64 // send order, for redelivery [MQTT-4.4.0-1]
+	// runStart: the first queued delivery of a message from its slab
+	// chunk (see ring).
+	runStart bool
+	seq      uint64 // send order, for redelivery [MQTT-4.4.0-1]
 }
 
 func (d *delivery) setSubIDs(ids []uint32) {
@@ -129,6 +132,9 @@ func (sess *session) enqueue(d *delivery, now time.Time) (kick *conn) {
 		sess.mu.Unlock()
 		return kick
 	}
+	if m := d.msg; m.chunk != nil && (c == nil || sess.queue.runs >= pinnedRunsMax && m.chunk != sess.queue.last) {
+		d.msg = m.own() // it may wait long: hold no more slab chunks
+	}
 	sess.queue.push(*d)
 	sess.queuedBytes += size
 	sess.mu.Unlock()
@@ -191,15 +197,25 @@ func (sess *session) dropAllLocked() {
 	clear(sess.awaitingRel)
 }
 
-// ring is a growable FIFO of deliveries.
+// ring is a growable FIFO of deliveries. It counts the runs of
+// deliveries whose messages come from one slab chunk, a bound on the
+// chunks it holds on to.
 type ring struct {
 	buf        []delivery
 	head, size int
+	runs       int
+	last       *message // chunk of the newest slab message pushed
 }
 
 func (r *ring) len() int { return r.size }
 
 func (r *ring) push(d delivery) {
+	d.runStart = false
+	if ch := d.msg.chunk; ch != nil && ch != r.last {
+		d.runStart = true
+		r.runs++
+		r.last = ch
+	}
 	if r.size == len(r.buf) {
 		nb := make([]delivery, max(16, 2*len(r.buf)))
 		for i := 0; i < r.size; i++ {
@@ -220,6 +236,12 @@ func (r *ring) pop() delivery {
 	r.buf[r.head] = delivery{}
 	r.head = (r.head + 1) % len(r.buf)
 	r.size--
+	if d.runStart {
+		r.runs--
+	}
+	if r.size == 0 {
+		r.last = nil
+	}
 	return d
 }
 
@@ -266,4 +288,20 @@ func (sess *session) cursorLocked(next uint64) uint64 {
 		}
 	}
 	return cur
+}
+
+// ownMessagesLocked makes the session's queued and inflight messages
+// owned copies (message.own): the session went offline and may keep them
+// for long.
+func (sess *session) ownMessagesLocked() {
+	for i := 0; i < sess.queue.len(); i++ {
+		d := sess.queue.at(i)
+		d.msg = d.msg.own()
+	}
+	for id, d := range sess.inflight {
+		if d.msg != nil && d.msg.chunk != nil {
+			d.msg = d.msg.own()
+			sess.inflight[id] = d
+		}
+	}
 }

@@ -1,0 +1,103 @@
+package shard
+
+import (
+	"time"
+
+	"berth.dev/broker/internal/topic"
+	"berth.dev/broker/packet"
+)
+
+// A slab hands out messages, and the bytes they copy from PUBLISH packets,
+// in chunks shared by the packets that arrived together: a publisher
+// sending back to back costs its reader two allocations per chunk of up
+// to slabMessages messages instead of two per message. It belongs to one
+// connection's reading goroutine.
+//
+// Chunks are sized to what the reader has buffered and are let go when
+// the buffer runs dry (release), so an idle connection holds no chunk and
+// a lone packet gets a chunk of one. A message keeps its whole chunk
+// reachable, which is harmless while it is being delivered; whatever may
+// hold one for long takes an owned copy instead (message.own): the
+// retained store, the queue of an offline session, and the queue of a
+// session whose writer has fallen so far behind that it holds messages
+// from pinnedRunsMax different chunks.
+type slab struct {
+	msgs  []message
+	base  *message // the first message of the msgs chunk: its identity
+	bytes []byte
+	props []packet.UserProperty
+}
+
+const (
+	slabMessages = 32       // most messages in a chunk
+	slabBytes    = 16 << 10 // most bytes in a chunk
+	slabProps    = 64       // most user properties in a chunk
+	// A message needing more than a quarter of a chunk, or more user
+	// properties than that, gets buffers of its own: big payloads gain
+	// nothing from packing and would pin the others.
+	slabMaxCopy  = slabBytes / 4
+	slabMaxProps = slabProps / 4
+
+	// pinnedRunsMax bounds the chunks a connected session's queue may
+	// hold on to: a delivery that would add one more gets an owned copy.
+	pinnedRunsMax = 32
+)
+
+// newMessage is newMessage for a packet read with more bytes of input
+// still buffered after it.
+func (sl *slab) newMessage(p *packet.Publish, topicName []byte, now time.Time, publisher topic.SubscriberID, more int) *message {
+	n, propBytes := copySize(topicName, p.Payload, &p.Props)
+	need := n + headerReserve(len(topicName), propBytes)
+	nup := len(p.Props.UserProperties)
+	if need > slabMaxCopy || nup > slabMaxProps {
+		return newMessage(p, topicName, now, publisher)
+	}
+	// Messages like this one that are already buffered, this one included.
+	ahead := 1 + more/(n+4)
+	if len(sl.msgs) == 0 {
+		sl.msgs = make([]message, min(ahead, slabMessages))
+		sl.base = &sl.msgs[0]
+	}
+	m := &sl.msgs[0]
+	m.chunk = sl.base
+	sl.msgs = sl.msgs[1:]
+	if cap(sl.bytes)-len(sl.bytes) < need {
+		sl.bytes = make([]byte, 0, min(ahead*need, slabBytes))
+	}
+	at := len(sl.bytes)
+	sl.bytes = sl.bytes[:at+need]
+	var ups []packet.UserProperty
+	if nup > 0 {
+		if cap(sl.props)-len(sl.props) < nup {
+			sl.props = make([]packet.UserProperty, 0, max(min(ahead*nup, slabProps), nup))
+		}
+		k := len(sl.props)
+		sl.props = sl.props[:k+nup]
+		ups = sl.props[k : k : k+nup]
+	}
+	m.build(sl.bytes[at:at:at+need], ups, p, topicName, now, publisher)
+	return m
+}
+
+// release lets go of the current chunks: the reader has nothing more
+// buffered and is about to wait for input.
+func (sl *slab) release() { *sl = slab{} }
+
+// own returns m itself, or, for a slab message, a copy that holds only
+// its own memory, made once and shared by every caller.
+func (m *message) own() *message {
+	if m.chunk == nil {
+		return m
+	}
+	if c := m.owned.Load(); c != nil {
+		return c
+	}
+	p := packet.Publish{QoS: m.qos, Retain: m.retain, Topic: m.topic, Payload: m.payload, Props: m.props}
+	c := newMessage(&p, m.topic, time.Unix(0, m.created), m.publisher)
+	c.expireAt = m.expireAt
+	c.off, c.lost, c.dead = m.off, m.lost, m.dead
+	if !m.owned.CompareAndSwap(nil, c) {
+		return m.owned.Load()
+	}
+	return c
+}
