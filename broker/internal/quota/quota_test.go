@@ -174,7 +174,7 @@ func TestListenerReconnectRereadsHeldTenants(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var n int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'listen%'`).Scan(&n); err != nil {
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, ListenerApplicationName).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {
@@ -188,7 +188,7 @@ func TestListenerReconnectRereadsHeldTenants(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE quotas SET max_msgs_per_sec = 3 WHERE tenant_id = 'ten_a'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'listen%'`); err != nil {
+	if _, err := pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, ListenerApplicationName); err != nil {
 		t.Fatal(err)
 	}
 	awaitChange(t, changes, "ten_a", 3)

@@ -128,16 +128,24 @@ func (s *Store) reload(ctx context.Context, conn *pgx.Conn, tenantID string) err
 	return nil
 }
 
+// ListenerApplicationName names the listener's session in pg_stat_activity.
+const ListenerApplicationName = "berth-quota-listener"
+
 // Run listens for quota changes until ctx ends. connString is the database to
 // LISTEN on (a dedicated connection, not one from the pool).
 func (s *Store) Run(ctx context.Context, connString string) error {
+	cfg, err := pgx.ParseConfig(connString)
+	if err != nil {
+		return err
+	}
+	cfg.RuntimeParams["application_name"] = ListenerApplicationName
 	l := &pgxlisten.Listener{
-		Connect:        func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, connString) },
+		Connect:        func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cfg) },
 		LogError:       func(_ context.Context, err error) { s.log.Warn("quota listener", "err", err) },
 		ReconnectDelay: time.Second,
 	}
 	l.Handle(Channel, s)
-	err := l.Listen(ctx)
+	err = l.Listen(ctx)
 	if ctx.Err() != nil {
 		return nil
 	}
