@@ -38,6 +38,13 @@ func (r *Reader) Reset(src io.Reader) {
 // returned as packets.
 func (r *Reader) Buffered() int { return r.end - r.start }
 
+// Ready reports whether the next ReadPacket returns without reading from
+// the stream: a whole packet, or a bad fixed header, is buffered.
+func (r *Reader) Ready() bool {
+	fh, hn, err := ParseFixedHeader(r.buf[r.start:r.end])
+	return err != nil || hn > 0 && r.end-r.start >= hn+fh.Remaining
+}
+
 // ReadPacket reads the next packet and returns its fixed header and body.
 // The body aliases the Reader's buffer and is valid until the next call.
 //

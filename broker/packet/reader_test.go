@@ -221,3 +221,39 @@ func TestReaderReset(t *testing.T) {
 		t.Fatalf("end: %v", err)
 	}
 }
+
+// TestReaderReady: Ready is true exactly when ReadPacket would not read
+// from the stream, with the packet boundary anywhere in the input.
+func TestReaderReady(t *testing.T) {
+	one := mustHex(goodPackets[0].raw)
+	two := append(bytes.Clone(one), one...)
+	for cut := 0; cut <= len(two); cut++ {
+		// The stream holds two[:cut]; the rest never arrives.
+		r := NewReader(iotest.OneByteReader(bytes.NewReader(two[:cut])), 4096)
+		// Fill the buffer with everything the stream has.
+		for r.Buffered() < cut {
+			if err := r.fill(r.end + 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for n := 0; ; n++ {
+			whole := cut - n*len(one)
+			if got, want := r.Ready(), whole >= len(one); got != want {
+				t.Fatalf("cut %d, after %d packets: Ready() = %v", cut, n, got)
+			}
+			if !r.Ready() {
+				break
+			}
+			if _, _, err := r.ReadPacket(0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	bad := NewReader(bytes.NewReader([]byte{0x30, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}), 16)
+	if err := bad.fill(6); err != nil {
+		t.Fatal(err)
+	}
+	if !bad.Ready() {
+		t.Fatal("a malformed fixed header is ready: ReadPacket fails at once")
+	}
+}

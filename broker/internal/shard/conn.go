@@ -81,7 +81,8 @@ type conn struct {
 	unsub   packet.Unsubscribe
 	disc    packet.Disconnect
 	matches topic.Matches
-	slab    slab // inbound messages
+	slab    slab   // inbound messages
+	out     outbox // connections with output from the packets being read
 }
 
 // ServeConn runs one client connection to completion: CONNECT, the
@@ -105,6 +106,7 @@ func (s *Shard) ServeConn(nc net.Conn, info ConnInfo) {
 		writerDone: make(chan struct{}),
 		done:       make(chan struct{}),
 	}
+	c.w.raw = rawConn(nc)
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -166,11 +168,15 @@ func (c *conn) kickReasonValue() packet.ReasonCode {
 // DISCONNECT with reason 0x00 [MQTT-3.14.4-3] [MQTT-3.1.2-8].
 func (c *conn) readLoop() (sendWill bool) {
 	s := c.shard
+	defer c.out.flush()
 	for {
 		if c.keepAlive > 0 {
 			// [MQTT-3.1.2-22] (3.1.1: [MQTT-3.1.2-24]) one and a half
 			// times the Keep Alive.
 			_ = c.nc.SetReadDeadline(time.Now().Add(c.keepAlive))
+		}
+		if c.out.n > 0 && (c.out.packets >= outboxPackets || !c.rd.Ready()) {
+			c.out.flush() // before waiting for input, or after a long burst
 		}
 		if c.rd.Buffered() == 0 {
 			c.slab.release() // about to wait: an idle connection holds no chunk
@@ -180,6 +186,7 @@ func (c *conn) readLoop() (sendWill bool) {
 			c.fail(readErrorReason(err), err)
 			return true
 		}
+		c.out.packets++
 		s.stats.bytesIn.Add(uint64(len(body) + 2))
 		err = c.handle(fh, body)
 		switch {

@@ -22,6 +22,16 @@
 // whose queue stays full longer than SlowConsumerTimeout is disconnected
 // (0x97) and its QoS 1/2 messages stay queued in its session.
 //
+// A connection's output (its own acknowledgements, and deliveries of a
+// publish to at most inlineFanout subscribers) is gathered in the reader's
+// outbox and flushed when the reader has no whole packet buffered, or
+// after outboxPackets packets: each connection in it is written inline by
+// the reader when its writer is idle and its socket takes the whole batch
+// without blocking (conn.writeInline), else its writer is woken and sends
+// the rest first. A lone PUBLISH thus reaches its subscriber without a
+// goroutine hand-off, and a burst costs one write per connection. A wider
+// fan-out wakes the subscribers' writers at once, to write in parallel.
+//
 // # Fan-out without copies
 //
 // A message is copied once, out of the publisher's read buffer, into an
@@ -121,5 +131,7 @@
 // Shard.mu (sessions, connections) is taken before session.mu, never the
 // other way round; topic.Tree has its own lock. No lock is held across a
 // socket write: the writer builds a batch under session.mu and writes it
-// after unlocking.
+// after unlocking. writeState.mu (whoever writes a connection's socket:
+// its writer or an inline writer) is taken before session.mu, and only
+// tried, never waited for, by an inline writer.
 package shard

@@ -62,7 +62,7 @@ func (c *conn) ackPublish(m *message, qos byte, id uint16, code packet.ReasonCod
 		c.ackOut = packet.Ack{Type: t, PacketID: id, Reason: code} // [MQTT-4.3.2-4]
 		c.sendLocked(&c.ackOut)
 		sess.mu.Unlock()
-		c.wakeWriter()
+		c.out.add(c)
 		return nil
 	}
 	var off uint64

@@ -152,7 +152,7 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 		return nil
 	}
 	m := c.slab.newMessage(p, name, time.Now(), sess.id, c.rd.Buffered())
-	matched := s.publish(m, &c.matches)
+	matched := s.publishVia(m, &c.matches, &c.out)
 	code = packet.CodeSuccess
 	if matched == 0 && c.version == packet.Version5 {
 		code = packet.CodeNoMatchingSubscribers
@@ -164,7 +164,8 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 	return nil
 }
 
-// sendAck queues a PUBACK, PUBREC, PUBREL or PUBCOMP.
+// sendAck queues a PUBACK, PUBREC, PUBREL or PUBCOMP; reader only (it
+// uses the outbox).
 func (c *conn) sendAck(t packet.Type, id uint16, code packet.ReasonCode) {
 	c.sess.mu.Lock()
 	if c.queueBehindLocked(t, id, code) {
@@ -174,7 +175,7 @@ func (c *conn) sendAck(t packet.Type, id uint16, code packet.ReasonCode) {
 	c.ackOut = packet.Ack{Type: t, PacketID: id, Reason: code}
 	c.sendLocked(&c.ackOut)
 	c.sess.mu.Unlock()
-	c.wakeWriter()
+	c.out.add(c) // sent with the acks of the packets read together
 }
 
 // handleAck processes PUBACK, PUBREC, PUBCOMP (our outbound flows) and
@@ -220,7 +221,7 @@ func (c *conn) handleAck(a *packet.Ack) error {
 		c.ackOut = packet.Ack{Type: packet.TypePubcomp, PacketID: a.PacketID, Reason: code}
 		c.sendLocked(&c.ackOut)
 	}
-	c.wakeWriter()
+	c.out.add(c) // an answer, or room in the inflight window
 	return nil
 }
 
@@ -325,8 +326,12 @@ func (c *conn) queueRetained(filter string, opts topic.Options, now time.Time) {
 		if opts.SubscriptionID != 0 {
 			d.setSubIDs([]uint32{opts.SubscriptionID})
 		}
-		if k := c.sess.enqueue(&d, now); k != nil {
+		k, out := c.sess.enqueue(&d, now)
+		if k != nil {
 			k.kick(packet.ErrQuotaExceeded)
+		}
+		if out != nil {
+			out.wakeWriter()
 		}
 	}
 }

@@ -139,6 +139,14 @@ func (s *Shard) detach(c *conn, sendWill bool) {
 // It returns the number of sessions it was handed to. matches is the
 // caller's reusable result buffer.
 func (s *Shard) publish(m *message, matches *topic.Matches) int {
+	return s.publishVia(m, matches, nil)
+}
+
+// publishVia is publish for a connection's reader: the subscribers of a
+// narrow fan-out go into its outbox, to be written when its input runs
+// dry, rather than each waking its writer now. A wide fan-out wakes the
+// writers at once, so that they write in parallel.
+func (s *Shard) publishVia(m *message, matches *topic.Matches, out *outbox) int {
 	if m.retain {
 		s.setRetained(m)
 	}
@@ -154,6 +162,9 @@ func (s *Shard) publish(m *message, matches *topic.Matches) int {
 		}
 	}
 	s.tree.Match(m.topic, m.publisher, matches)
+	if len(matches.Deliveries) > inlineFanout {
+		out = nil
+	}
 	for i := range matches.Deliveries {
 		md := &matches.Deliveries[i]
 		sess := s.byID[md.Subscriber]
@@ -170,9 +181,17 @@ func (s *Shard) publish(m *message, matches *topic.Matches) int {
 		if len(md.SubscriptionIDs) > 0 {
 			d.setSubIDs(md.SubscriptionIDs)
 		}
-		if k := sess.enqueue(&d, now); k != nil && nk < len(kicks) {
+		k, w := sess.enqueue(&d, now)
+		if k != nil && nk < len(kicks) {
 			kicks[nk] = k
 			nk++
+		}
+		switch {
+		case w == nil:
+		case out != nil:
+			out.add(w)
+		default:
+			w.wakeWriter()
 		}
 		n++
 	}

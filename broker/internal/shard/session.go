@@ -99,8 +99,10 @@ func newSession(s *Shard, id topic.SubscriberID, clientID string) *session {
 // enqueue hands one delivery to the session. It never blocks on the
 // client: a full queue drops the copy and counts it against this
 // subscriber only. It returns a connection to disconnect as a slow
-// consumer, if the queue has stayed full past the limit.
-func (sess *session) enqueue(d *delivery, now time.Time) (kick *conn) {
+// consumer, if the queue has stayed full past the limit, and the
+// connection that now has output, which the caller must wake (or write
+// for, conn.writeInline).
+func (sess *session) enqueue(d *delivery, now time.Time) (kick, out *conn) {
 	s := sess.shard
 	size := d.msg.size
 	sess.mu.Lock()
@@ -108,7 +110,7 @@ func (sess *session) enqueue(d *delivery, now time.Time) (kick *conn) {
 	if c == nil && d.qos == 0 {
 		sess.dropLocked(DropOffline)
 		sess.mu.Unlock()
-		return nil
+		return nil, nil
 	}
 	if c == nil && d.msg.off != 0 {
 		// Offline: keep an offset into the log, not the message.
@@ -118,7 +120,7 @@ func (sess *session) enqueue(d *delivery, now time.Time) (kick *conn) {
 			sess.pushStoredLocked(d.storedEntry())
 		}
 		sess.mu.Unlock()
-		return nil
+		return nil, nil
 	}
 	if sess.queue.len() >= s.opts.MaxQueuedMessages || int64(sess.queuedBytes+size) > s.maxQueuedBytes.Load() {
 		sess.deadLetterLocked(DropQueueFull, d.msg, d.qos)
@@ -130,7 +132,7 @@ func (sess *session) enqueue(d *delivery, now time.Time) (kick *conn) {
 			}
 		}
 		sess.mu.Unlock()
-		return kick
+		return kick, nil
 	}
 	if m := d.msg; m.chunk != nil && (c == nil || sess.queue.runs >= pinnedRunsMax && m.chunk != sess.queue.last) {
 		d.msg = m.own() // it may wait long: hold no more slab chunks
@@ -138,10 +140,7 @@ func (sess *session) enqueue(d *delivery, now time.Time) (kick *conn) {
 	sess.queue.push(*d)
 	sess.queuedBytes += size
 	sess.mu.Unlock()
-	if c != nil {
-		c.wakeWriter()
-	}
-	return nil
+	return nil, c
 }
 
 // dropLocked counts one undelivered copy.

@@ -3,6 +3,8 @@ package shard
 import (
 	"crypto/tls"
 	"net"
+	"sync"
+	"syscall"
 	"time"
 
 	"berth.dev/broker/internal/wal"
@@ -16,9 +18,18 @@ const (
 	maxBatchVecs  = 512 // below IOV_MAX (1024), two vectors per PUBLISH
 )
 
-// writeState is owned by the writer goroutine of one connection. All its
-// buffers are reused, so a steady stream of deliveries allocates nothing.
+// writeState is the output side of one connection, owned by whoever
+// holds mu: the writer goroutine, or a publisher writing inline
+// (writeInline). All its buffers are reused, so a steady stream of
+// deliveries allocates nothing.
 type writeState struct {
+	mu sync.Mutex
+	// pending: vec is the unwritten rest of a batch an inline write
+	// began; the writer sends it before anything else.
+	pending bool
+	raw     syscall.RawConn // the socket under vectorConn, for inline writes; nil none
+	iov     []syscall.Iovec // scratch for tryWritev
+
 	vec     [][]byte    // the batch being built
 	bufs    net.Buffers // consumed by WriteTo; vec is copied in
 	backing [][]byte    // the storage of bufs, kept because WriteTo advances bufs
@@ -77,34 +88,15 @@ func (c *conn) writeVecs() (int64, error) {
 func (c *conn) writeLoop() {
 	defer close(c.writerDone)
 	defer c.nc.Close()
-	defer c.releaseStored()
-	s := c.shard
 	for {
-		for {
-			c.prefetchStored()
-			n, closing := c.fill()
-			if n == 0 {
-				if closing {
-					return
-				}
-				if c.w.prefetch {
-					continue
-				}
-				break
-			}
-			timeout := s.opts.WriteTimeout
-			if closing {
-				timeout = closeFlushTimeout
-			}
-			_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
-			written, err := c.writeBatch()
-			s.stats.bytesOut.Add(uint64(written))
-			if err != nil {
-				c.log.Debug("write failed", "err", err)
-				c.kick(reasonNone)
-				return
-			}
-			s.stats.msgsOut.Add(uint64(c.w.msgs))
+		c.w.mu.Lock()
+		done := c.writeAll()
+		if done {
+			c.releaseStored()
+		}
+		c.w.mu.Unlock()
+		if done {
+			return
 		}
 		select {
 		case <-c.wake:
@@ -113,31 +105,148 @@ func (c *conn) writeLoop() {
 	}
 }
 
+// writeAll writes until nothing is left to send, and reports whether the
+// connection is done: closed, or its final packets flushed. c.w.mu is held.
+func (c *conn) writeAll() (done bool) {
+	s := c.shard
+	if c.w.pending {
+		c.w.pending = false
+		if !c.writeOut(s.opts.WriteTimeout, true) {
+			return true
+		}
+	}
+	for {
+		c.prefetchStored()
+		n, closing := c.fill()
+		if n == 0 {
+			if closing {
+				return true
+			}
+			if c.w.prefetch {
+				continue
+			}
+			return false
+		}
+		timeout := s.opts.WriteTimeout
+		if closing {
+			timeout = closeFlushTimeout
+		}
+		if !c.writeOut(timeout, false) {
+			return true
+		}
+		s.stats.msgsOut.Add(uint64(c.w.msgs))
+	}
+}
+
+// writeOut writes the batch, or only the rest an inline write left in
+// w.vec, within timeout. A failed write kicks the connection: ok is false.
+func (c *conn) writeOut(timeout time.Duration, rest bool) (ok bool) {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
+	var written int64
+	var err error
+	if rest {
+		written, err = c.writeVecs()
+	} else {
+		written, err = c.writeBatch()
+	}
+	c.shard.stats.bytesOut.Add(uint64(written))
+	if err != nil {
+		c.log.Debug("write failed", "err", err)
+		c.kick(reasonNone)
+		return false
+	}
+	return true
+}
+
+// inlineFanout is the widest publish whose subscribers go into the
+// publisher's outbox (Shard.publishVia).
+const inlineFanout = 4
+
+// writeInline sends what is queued for c from the calling goroutine (a
+// publisher's reader) instead of waking c's writer, saving a goroutine
+// hand-off. It only does so when the writer is idle and the socket takes
+// the whole batch at once; it never blocks on c's client. It reports
+// whether nothing is left for the writer; false means wake it.
+func (c *conn) writeInline() bool {
+	w := &c.w
+	if w.raw == nil || !w.mu.TryLock() {
+		return false
+	}
+	defer w.mu.Unlock()
+	if w.pending || len(w.ready) > 0 {
+		return false
+	}
+	s, sess := c.shard, c.sess
+	sess.mu.Lock()
+	if c.closing || sess.conn != c || s.log != nil && (sess.stored.len() > 0 || sess.replaying > 0) {
+		sess.mu.Unlock()
+		return false // closing, and stored messages, are the writer's
+	}
+	n := c.fillLocked()
+	sess.mu.Unlock()
+	if n == 0 {
+		return true
+	}
+	written, iov, err := tryWritev(w.raw, w.vec, w.iov)
+	w.iov = iov
+	s.stats.bytesOut.Add(uint64(written))
+	s.stats.msgsOut.Add(uint64(w.msgs))
+	rest := w.vec
+	for len(rest) > 0 && written >= len(rest[0]) {
+		written -= len(rest[0])
+		rest = rest[1:]
+	}
+	if len(rest) == 0 && err == nil {
+		return true
+	}
+	if len(rest) > 0 {
+		rest[0] = rest[0][written:]
+	}
+	w.vec = w.vec[:copy(w.vec, rest)]
+	w.pending = true // the writer sends the rest, or meets the error
+	return false
+}
+
 // fill builds the next batch in c.w.vec and returns its number of
 // vectors, and whether the connection is closing (then only control
 // packets, such as the final DISCONNECT, are written).
 func (c *conn) fill() (n int, closing bool) {
 	sess := c.sess
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if c.closing || sess.conn != c {
+		c.startBatchLocked()
+		return len(c.w.vec), true
+	}
+	return c.fillLocked(), false
+}
+
+// startBatchLocked empties the batch and puts the waiting control packets
+// first in it; sess.mu is held.
+func (c *conn) startBatchLocked() {
 	w := &c.w
 	w.vec = w.vec[:0]
 	w.arena = w.arena[:0]
 	w.msgs = 0
-	sess.mu.Lock()
-	defer sess.mu.Unlock()
 	if len(c.ctrl) > 0 {
 		w.ctrlOut, c.ctrl = c.ctrl, w.ctrlOut[:0]
 		w.vec = append(w.vec, w.ctrlOut)
 	}
-	if c.closing || sess.conn != c {
-		return len(w.vec), true
-	}
+}
+
+// fillLocked builds the batch of a connection that is not closing:
+// control packets, stored messages, queued messages. It returns the
+// number of vectors; sess.mu is held.
+func (c *conn) fillLocked() int {
+	c.startBatchLocked()
+	sess, w := c.sess, &c.w
 	now := time.Now().UnixNano()
 	bytes := len(w.ctrlOut)
 	s := c.shard
 	if s.log != nil && (sess.stored.len() > 0 || sess.replaying > 0) {
 		bytes = c.fillStoredLocked(bytes, now)
 		if sess.stored.len() > 0 || sess.replaying > 0 {
-			return len(w.vec), false // newer queued messages wait for these
+			return len(w.vec) // newer queued messages wait for these
 		}
 	}
 	for sess.queue.len() > 0 && bytes < maxBatchBytes && len(w.vec) < maxBatchVecs {
@@ -166,7 +275,7 @@ func (c *conn) fill() (n int, closing bool) {
 	if !sess.fullSince.IsZero() && sess.queue.len() < s.opts.MaxQueuedMessages && int64(sess.queuedBytes) < s.maxQueuedBytes.Load() {
 		sess.fullSince = time.Time{}
 	}
-	return len(w.vec), false
+	return len(w.vec)
 }
 
 // appendPublishLocked gives dv a packet id (QoS > 0), encodes its
@@ -215,6 +324,20 @@ func vectorConn(nc net.Conn) net.Conn {
 		nc = u.NetConn()
 	}
 	return nil
+}
+
+// rawConn is the socket under vectorConn(nc), for inline writes; nil when
+// there is none.
+func rawConn(nc net.Conn) syscall.RawConn {
+	sc, ok := vectorConn(nc).(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
 }
 
 // encodePublishLocked appends the PUBLISH header for d to dst. The common
