@@ -34,6 +34,27 @@ func (r *Reader) Reset(src io.Reader) {
 	r.start, r.end = 0, 0
 }
 
+// Release takes the Reader's buffer away and returns it, so that a
+// connection waiting for input holds none; it returns nil, and keeps the
+// buffer, while bytes are buffered. Give the Reader a buffer (Use) before
+// the next ReadPacket.
+func (r *Reader) Release() []byte {
+	if r.end != r.start || r.buf == nil {
+		return nil
+	}
+	b := r.buf
+	r.buf, r.start, r.end = nil, 0, 0
+	return b
+}
+
+// Use gives a Reader without a buffer (after Release) buf to read into,
+// all of its capacity.
+func (r *Reader) Use(buf []byte) {
+	if r.buf == nil {
+		r.buf, r.start, r.end = buf[:cap(buf)], 0, 0
+	}
+}
+
 // Buffered returns the number of bytes read from the stream but not yet
 // returned as packets.
 func (r *Reader) Buffered() int { return r.end - r.start }

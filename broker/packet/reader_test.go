@@ -257,3 +257,28 @@ func TestReaderReady(t *testing.T) {
 		t.Fatal("a malformed fixed header is ready: ReadPacket fails at once")
 	}
 }
+
+// TestReaderReleaseUse: the buffer is handed back only when nothing is
+// buffered, and reading goes on with the buffer given next.
+func TestReaderReleaseUse(t *testing.T) {
+	one := mustHex(goodPackets[0].raw)
+	r := NewReader(bytes.NewReader(append(bytes.Clone(one), one...)), 4096)
+	if _, _, err := r.ReadPacket(0); err != nil {
+		t.Fatal(err)
+	}
+	if b := r.Release(); b != nil {
+		t.Fatal("released a buffer holding a packet")
+	}
+	if _, _, err := r.ReadPacket(0); err != nil {
+		t.Fatal(err)
+	}
+	b := r.Release()
+	if len(b) != 4096 || r.Release() != nil {
+		t.Fatalf("released %d bytes, then again", len(b))
+	}
+	r.Reset(bytes.NewReader(one))
+	r.Use(make([]byte, 0, 64))
+	if _, body, err := r.ReadPacket(0); err != nil || len(body)+2 > len(one) {
+		t.Fatalf("after Use: %v", err)
+	}
+}

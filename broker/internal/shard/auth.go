@@ -88,9 +88,9 @@ func (c *conn) handleAuth(p *packet.Auth) error {
 		return packet.ErrNotAuthorized
 	}
 	c.setDeadline(deadline)
-	c.authOut = packet.Auth{Reason: packet.CodeSuccess}
-	c.authOut.Props.AuthMethod = []byte(method) // [MQTT-4.12.0-5]
-	c.send(&c.authOut)
+	out := &packet.Auth{Reason: packet.CodeSuccess}
+	out.Props.AuthMethod = []byte(method) // [MQTT-4.12.0-5]
+	c.send(out)
 	c.log.Debug("re-authenticated", "deadline", deadline)
 	return nil
 }

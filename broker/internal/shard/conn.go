@@ -28,7 +28,7 @@ type conn struct {
 	nc    net.Conn
 	info  ConnInfo
 	log   *slog.Logger
-	rd    *packet.Reader
+	rd    packet.Reader // its buffer comes from Shard.readBufs
 
 	version   byte
 	clientID  string
@@ -46,8 +46,6 @@ type conn struct {
 	// deadline fires at the credential's expiry (ConnInfo.Deadline);
 	// reader-owned, moved by a re-authentication.
 	deadline *time.Timer
-	authOut  packet.Auth // reader-owned scratch for the AUTH answer
-	auth     packet.Auth
 
 	will      *message
 	willDelay uint32
@@ -63,6 +61,7 @@ type conn struct {
 	pendingAcks []pendingAck
 
 	wake       chan struct{}
+	writing    atomic.Bool // a writer goroutine runs (startWriter)
 	quit       chan struct{}
 	quitOnce   sync.Once
 	writerDone chan struct{}
@@ -72,17 +71,10 @@ type conn struct {
 	// Writer-owned.
 	w writeState
 
-	// Reader-owned scratch packets, reused for every packet.
-	connect packet.Connect
-	pub     packet.Publish
-	ack     packet.Ack
-	ackOut  packet.Ack
-	sub     packet.Subscribe
-	unsub   packet.Unsubscribe
-	disc    packet.Disconnect
-	matches topic.Matches
-	slab    slab   // inbound messages
-	out     outbox // connections with output from the packets being read
+	// Reader-owned.
+	in   *inbound // decoding scratch, held while there is input (scratch)
+	slab slab     // inbound messages
+	out  outbox   // connections with output from the packets being read
 }
 
 // ServeConn runs one client connection to completion: CONNECT, the
@@ -123,8 +115,9 @@ func (s *Shard) ServeConn(nc net.Conn, info ConnInfo) {
 		s.conwg.Done()
 	}()
 	defer nc.Close()
-	c.matches.Ready = s.readyLocked
-	c.rd = packet.NewReader(nc, 4096)
+	c.rd.Reset(nc)
+	c.rd.Use(s.readBufs.Get().(*[readBufSize]byte)[:])
+	defer c.releaseInput()
 	c.run()
 }
 
@@ -139,7 +132,7 @@ func (c *conn) run() {
 	s.stats.connected.Add(1)
 	s.stats.connections.Add(1)
 	c.log.Debug("client connected", "version", c.version, "session_present", present)
-	go c.writeLoop()
+	c.out.add(c) // a resumed session may have messages waiting
 
 	c.setDeadline(c.info.Deadline)
 	sendWill := c.readLoop()
@@ -180,6 +173,12 @@ func (c *conn) readLoop() (sendWill bool) {
 		}
 		if c.rd.Buffered() == 0 {
 			c.slab.release() // about to wait: an idle connection holds no chunk
+			if c.w.raw != nil {
+				if err := c.idle(); err != nil {
+					c.fail(readErrorReason(err), err)
+					return true
+				}
+			}
 		}
 		fh, body, err := c.rd.ReadPacket(s.opts.MaxPacketSize)
 		if err != nil {
@@ -271,6 +270,7 @@ func (c *conn) kick(reason packet.ReasonCode) {
 	c.killTimer = time.AfterFunc(closeFlushTimeout, func() { _ = c.nc.Close() })
 	sess.mu.Unlock()
 	c.quitOnce.Do(func() { close(c.quit) })
+	c.startWriter() // it flushes the last packets and closes the socket
 }
 
 func (c *conn) stopKillTimer() {
@@ -281,11 +281,21 @@ func (c *conn) stopKillTimer() {
 	c.sess.mu.Unlock()
 }
 
-// wakeWriter tells the writer there is something to send.
+// wakeWriter tells the writer there is something to send, starting it if
+// none runs.
 func (c *conn) wakeWriter() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
+	}
+	c.startWriter()
+}
+
+// startWriter starts the writer goroutine unless one runs. A writer exits
+// after writerIdle without work, so an idle connection costs no writer.
+func (c *conn) startWriter() {
+	if c.writing.CompareAndSwap(false, true) {
+		go c.writeLoop()
 	}
 }
 
@@ -297,7 +307,25 @@ func (c *conn) sendLocked(p interface {
 		return
 	}
 	var err error
-	if c.ctrl, err = p.Append(c.ctrl, c.version); err != nil {
+	c.ctrl, err = p.Append(c.ctrl, c.version)
+	c.queuedLocked(err)
+}
+
+// sendAckLocked queues a PUBACK, PUBREC, PUBREL or PUBCOMP; sess.mu is
+// held. Unlike sendLocked it needs no packet value that outlives it.
+func (c *conn) sendAckLocked(t packet.Type, id uint16, code packet.ReasonCode) {
+	if c.closing {
+		return
+	}
+	a := packet.Ack{Type: t, PacketID: id, Reason: code}
+	var err error
+	c.ctrl, err = a.Append(c.ctrl, c.version)
+	c.queuedLocked(err)
+}
+
+// queuedLocked checks a control packet just appended to c.ctrl.
+func (c *conn) queuedLocked(err error) {
+	if err != nil {
 		c.log.Error("encoding packet", "err", err)
 	}
 	if len(c.ctrl) > c.shard.maxCtrlBytes() {
@@ -309,14 +337,14 @@ func (c *conn) sendLocked(p interface {
 // client that does not read: a quarter of the queue bound, at least 64 KiB.
 func (s *Shard) maxCtrlBytes() int { return max(64<<10, int(s.maxQueuedBytes.Load())/4) }
 
-// send queues a control packet and wakes the writer.
+// send queues a control packet for the reader's outbox; reader only.
 func (c *conn) send(p interface {
 	Append([]byte, byte) ([]byte, error)
 }) {
 	c.sess.mu.Lock()
 	c.sendLocked(p)
 	c.sess.mu.Unlock()
-	c.wakeWriter()
+	c.out.add(c)
 }
 
 // readyLocked reports whether a share-group member can take a message

@@ -24,9 +24,9 @@ func (c *conn) handshake() (present, ok bool) {
 		return false, false // [MQTT-3.1.0-1] the first packet must be CONNECT
 	}
 	s.stats.bytesIn.Add(uint64(len(body) + 2))
-	cp := &c.connect
+	cp := new(packet.Connect)
 	if err := cp.Decode(0, fh, body); err != nil {
-		c.refuseDecode(err)
+		c.refuseDecode(cp, err)
 		return false, false
 	}
 	c.version = cp.Version
@@ -164,8 +164,7 @@ func (c *conn) handshake() (present, ok bool) {
 }
 
 // refuseDecode answers a CONNECT that failed to decode.
-func (c *conn) refuseDecode(err error) {
-	cp := &c.connect
+func (c *conn) refuseDecode(cp *packet.Connect, err error) {
 	code := reasonOf(err)
 	switch {
 	case errors.Is(err, packet.ErrUnsupportedProtocolVersion):

@@ -59,8 +59,7 @@ func (c *conn) ackPublish(m *message, qos byte, id uint16, code packet.ReasonCod
 	}
 	always := s.log != nil && s.log.Policy() == wal.SyncAlways
 	if !always || (m.off == 0 && len(c.pendingAcks) == 0) {
-		c.ackOut = packet.Ack{Type: t, PacketID: id, Reason: code} // [MQTT-4.3.2-4]
-		c.sendLocked(&c.ackOut)
+		c.sendAckLocked(t, id, code) // [MQTT-4.3.2-4]
 		sess.mu.Unlock()
 		c.out.add(c)
 		return nil
@@ -141,8 +140,7 @@ func (c *conn) releaseAcks(durable uint64, err error) {
 	i := 0
 	for ; i < len(c.pendingAcks) && c.pendingAcks[i].off < durable; i++ {
 		pa := c.pendingAcks[i]
-		c.ackOut = packet.Ack{Type: pa.typ, PacketID: pa.id, Reason: pa.code}
-		c.sendLocked(&c.ackOut)
+		c.sendAckLocked(pa.typ, pa.id, pa.code)
 	}
 	n := copy(c.pendingAcks, c.pendingAcks[i:])
 	c.pendingAcks = c.pendingAcks[:n]

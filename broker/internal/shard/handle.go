@@ -21,25 +21,29 @@ func (c *conn) handle(fh packet.FixedHeader, body []byte) error {
 	v := c.version
 	switch fh.Type {
 	case packet.TypePublish:
-		if err := c.pub.Decode(v, fh, body); err != nil {
+		in := c.scratch()
+		if err := in.pub.Decode(v, fh, body); err != nil {
 			return err
 		}
-		return c.handlePublish(&c.pub)
+		return c.handlePublish(&in.pub)
 	case packet.TypePuback, packet.TypePubrec, packet.TypePubrel, packet.TypePubcomp:
-		if err := c.ack.Decode(v, fh, body); err != nil {
+		in := c.scratch()
+		if err := in.ack.Decode(v, fh, body); err != nil {
 			return err
 		}
-		return c.handleAck(&c.ack)
+		return c.handleAck(&in.ack)
 	case packet.TypeSubscribe:
-		if err := c.sub.Decode(v, fh, body); err != nil {
+		in := c.scratch()
+		if err := in.sub.Decode(v, fh, body); err != nil {
 			return err
 		}
-		return c.handleSubscribe(&c.sub)
+		return c.handleSubscribe(&in.sub)
 	case packet.TypeUnsubscribe:
-		if err := c.unsub.Decode(v, fh, body); err != nil {
+		in := c.scratch()
+		if err := in.unsub.Decode(v, fh, body); err != nil {
 			return err
 		}
-		return c.handleUnsubscribe(&c.unsub)
+		return c.handleUnsubscribe(&in.unsub)
 	case packet.TypePingreq:
 		var p packet.Ping
 		if err := p.Decode(v, fh, body); err != nil {
@@ -48,15 +52,17 @@ func (c *conn) handle(fh packet.FixedHeader, body []byte) error {
 		c.send(&pingresp) // [MQTT-3.12.4-1]
 		return nil
 	case packet.TypeDisconnect:
-		if err := c.disc.Decode(v, fh, body); err != nil {
+		in := c.scratch()
+		if err := in.disc.Decode(v, fh, body); err != nil {
 			return err
 		}
-		return c.handleDisconnect(&c.disc)
+		return c.handleDisconnect(&in.disc)
 	case packet.TypeAuth:
-		if err := c.auth.Decode(v, fh, body); err != nil {
+		in := c.scratch()
+		if err := in.auth.Decode(v, fh, body); err != nil {
 			return err
 		}
-		return c.handleAuth(&c.auth)
+		return c.handleAuth(&in.auth)
 	case packet.TypeConnect:
 		return packet.ErrProtocol // [MQTT-3.1.0-2] a second CONNECT
 	default:
@@ -152,7 +158,7 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 		return nil
 	}
 	m := c.slab.newMessage(p, name, time.Now(), sess.id, c.rd.Buffered())
-	matched := s.publishVia(m, &c.matches, &c.out)
+	matched := s.publishVia(m, &c.in.matches, &c.out)
 	code = packet.CodeSuccess
 	if matched == 0 && c.version == packet.Version5 {
 		code = packet.CodeNoMatchingSubscribers
@@ -172,8 +178,7 @@ func (c *conn) sendAck(t packet.Type, id uint16, code packet.ReasonCode) {
 		c.sess.mu.Unlock()
 		return // [MQTT-4.6.0-2] after the acks waiting for their fsync
 	}
-	c.ackOut = packet.Ack{Type: t, PacketID: id, Reason: code}
-	c.sendLocked(&c.ackOut)
+	c.sendAckLocked(t, id, code)
 	c.sess.mu.Unlock()
 	c.out.add(c) // sent with the acks of the packets read together
 }
@@ -193,8 +198,7 @@ func (c *conn) handleAck(a *packet.Ack) error {
 		d, ok := sess.inflight[a.PacketID]
 		if !ok || d.qos != 2 {
 			if c.version == packet.Version5 {
-				c.ackOut = packet.Ack{Type: packet.TypePubrel, PacketID: a.PacketID, Reason: packet.ErrPacketIDNotFound}
-				c.sendLocked(&c.ackOut)
+				c.sendAckLocked(packet.TypePubrel, a.PacketID, packet.ErrPacketIDNotFound)
 			}
 			break
 		}
@@ -205,8 +209,7 @@ func (c *conn) handleAck(a *packet.Ack) error {
 		d.state = stateReleased
 		d.msg = nil // the payload is not needed any more
 		sess.inflight[a.PacketID] = d
-		c.ackOut = packet.Ack{Type: packet.TypePubrel, PacketID: a.PacketID} // [MQTT-4.3.3-4]
-		c.sendLocked(&c.ackOut)
+		c.sendAckLocked(packet.TypePubrel, a.PacketID, packet.CodeSuccess) // [MQTT-4.3.3-4]
 	case packet.TypePubcomp:
 		if d, ok := sess.inflight[a.PacketID]; ok && d.state == stateReleased {
 			delete(sess.inflight, a.PacketID)
@@ -218,8 +221,7 @@ func (c *conn) handleAck(a *packet.Ack) error {
 		} else if c.version == packet.Version5 {
 			code = packet.ErrPacketIDNotFound
 		}
-		c.ackOut = packet.Ack{Type: packet.TypePubcomp, PacketID: a.PacketID, Reason: code}
-		c.sendLocked(&c.ackOut)
+		c.sendAckLocked(packet.TypePubcomp, a.PacketID, code)
 	}
 	c.out.add(c) // an answer, or room in the inflight window
 	return nil
@@ -289,7 +291,7 @@ func (c *conn) handleSubscribe(p *packet.Subscribe) error {
 	sess.mu.Lock()
 	c.sendLocked(&ack) // [MQTT-3.8.4-1]
 	sess.mu.Unlock()
-	c.wakeWriter()
+	c.out.add(c)
 	c.runReplay(replay)
 	now := time.Now()
 	for _, r := range sendRetained {
@@ -331,7 +333,7 @@ func (c *conn) queueRetained(filter string, opts topic.Options, now time.Time) {
 			k.kick(packet.ErrQuotaExceeded)
 		}
 		if out != nil {
-			out.wakeWriter()
+			c.out.add(out)
 		}
 	}
 }

@@ -28,6 +28,22 @@ func TestInlineWrite(t *testing.T) {
 	if p := sub.publish(); string(p.Payload) != "inline" {
 		t.Fatalf("got %q", p.Payload)
 	}
+
+	// The inline path allocates nothing: routing, the outbox, the batch
+	// and the non-blocking writev.
+	const runs = 100 // a few KB: the socket takes them all unread
+	allocs := testing.AllocsPerRun(runs, func() {
+		b.shard.publishVia(m, &mt, &out)
+		out.flush()
+	})
+	if allocs != 0 {
+		t.Fatalf("an inline delivery allocates %v times", allocs)
+	}
+	for range runs + 1 {
+		if p := sub.publish(); string(p.Payload) != "inline" {
+			t.Fatalf("got %q", p.Payload)
+		}
+	}
 }
 
 // TestInlineWriteHandsOverToTheWriter: a subscriber that stops reading

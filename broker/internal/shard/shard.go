@@ -48,11 +48,13 @@ type Shard struct {
 	closing  bool
 	running  bool
 
-	conwg   sync.WaitGroup // ServeConn calls
-	bgwg    sync.WaitGroup // background goroutines ($SYS)
-	stopBg  chan struct{}
-	matches sync.Pool // *topic.Matches for publishes not made by a connection
-	dlq     deadLetters
+	conwg    sync.WaitGroup // ServeConn calls
+	bgwg     sync.WaitGroup // background goroutines ($SYS)
+	stopBg   chan struct{}
+	matches  sync.Pool // *topic.Matches for publishes not made by a connection
+	readBufs sync.Pool // *[readBufSize]byte, read buffers of connections with input
+	inbound  sync.Pool // *inbound, scratch of readers with input
+	dlq      deadLetters
 }
 
 // New returns a shard with the given options. It loads retained messages
@@ -74,6 +76,12 @@ func New(opts Options) *Shard {
 		stopBg:   make(chan struct{}),
 	}
 	s.matches.New = func() any { return new(topic.Matches) }
+	s.readBufs.New = func() any { return new([readBufSize]byte) }
+	s.inbound.New = func() any {
+		in := new(inbound)
+		in.matches.Ready = s.readyLocked
+		return in
+	}
 	s.dlq.wake = make(chan struct{}, 1)
 	s.maxInflight.Store(int64(opts.MaxInflight))
 	s.maxQueuedBytes.Store(int64(opts.MaxQueuedBytes))

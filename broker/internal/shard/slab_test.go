@@ -16,7 +16,7 @@ import (
 func TestSlabAllocations(t *testing.T) {
 	s := offlineFanout(t, 100)
 	for _, sess := range s.sessions { // connected, as their writers keep up
-		sess.conn = &conn{wake: make(chan struct{}, 1)}
+		sess.conn = stubConn()
 	}
 	p := packet.Publish{QoS: 1, Topic: []byte("bench/x"), Payload: make([]byte, 64), PacketID: 7}
 	var sl slab
@@ -154,7 +154,7 @@ func TestSlabMessagesKeptLongAreOwned(t *testing.T) {
 	offline := s.newSessionLocked("offline")
 	offline.expiry = neverExpires
 	online := s.newSessionLocked("online")
-	online.conn = &conn{wake: make(chan struct{}, 1)}
+	online.conn = stubConn()
 	for _, sess := range []*session{offline, online} {
 		if _, err := s.tree.Subscribe(sess.id, "q/#", topic.Options{QoS: 1}); err != nil {
 			t.Fatal(err)
@@ -211,4 +211,12 @@ func TestSlabMessagesKeptLongAreOwned(t *testing.T) {
 	if online.inflight[1].msg.chunk != nil {
 		t.Fatal("inflight message still slabbed after going offline")
 	}
+}
+
+// stubConn is a connected session's connection for routing tests: wakes
+// are absorbed, no writer goroutine starts.
+func stubConn() *conn {
+	c := &conn{wake: make(chan struct{}, 1)}
+	c.writing.Store(true)
+	return c
 }

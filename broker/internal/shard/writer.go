@@ -27,8 +27,7 @@ type writeState struct {
 	// pending: vec is the unwritten rest of a batch an inline write
 	// began; the writer sends it before anything else.
 	pending bool
-	raw     syscall.RawConn // the socket under vectorConn, for inline writes; nil none
-	iov     []syscall.Iovec // scratch for tryWritev
+	raw     *rawIO // the socket under vectorConn, for inline writes; nil none
 
 	vec     [][]byte    // the batch being built
 	bufs    net.Buffers // consumed by WriteTo; vec is copied in
@@ -86,8 +85,8 @@ func (c *conn) writeVecs() (int64, error) {
 // gathers control packets and queued deliveries into one batch under the
 // session lock, and writes the batch with one writev outside the lock.
 func (c *conn) writeLoop() {
-	defer close(c.writerDone)
-	defer c.nc.Close()
+	idle := time.NewTimer(writerIdle)
+	defer idle.Stop()
 	for {
 		c.w.mu.Lock()
 		done := c.writeAll()
@@ -96,13 +95,39 @@ func (c *conn) writeLoop() {
 		}
 		c.w.mu.Unlock()
 		if done {
+			_ = c.nc.Close()
+			close(c.writerDone)
 			return
 		}
+		idle.Reset(writerIdle)
 		select {
 		case <-c.wake:
 		case <-c.quit:
+		case <-idle.C:
+			if !c.keepWriting() {
+				return
+			}
 		}
 	}
+}
+
+// writerIdle is how long a writer goroutine waits for work before it
+// exits; the next wakeWriter starts a new one.
+const writerIdle = 2 * time.Second
+
+// keepWriting is an idle writer's way out: it gives up the writer role
+// and reports whether it must take it back because work came in
+// meanwhile (and no new writer took it first).
+func (c *conn) keepWriting() bool {
+	c.writing.Store(false)
+	select {
+	case <-c.quit:
+	default:
+		if len(c.wake) == 0 {
+			return false
+		}
+	}
+	return c.writing.CompareAndSwap(false, true)
 }
 
 // writeAll writes until nothing is left to send, and reports whether the
@@ -187,8 +212,7 @@ func (c *conn) writeInline() bool {
 	if n == 0 {
 		return true
 	}
-	written, iov, err := tryWritev(w.raw, w.vec, w.iov)
-	w.iov = iov
+	written, err := w.raw.tryWritev(w.vec)
 	s.stats.bytesOut.Add(uint64(written))
 	s.stats.msgsOut.Add(uint64(w.msgs))
 	rest := w.vec
@@ -326,9 +350,9 @@ func vectorConn(nc net.Conn) net.Conn {
 	return nil
 }
 
-// rawConn is the socket under vectorConn(nc), for inline writes; nil when
-// there is none.
-func rawConn(nc net.Conn) syscall.RawConn {
+// rawConn is the socket under vectorConn(nc), for inline writes and idle
+// waits; nil when there is none.
+func rawConn(nc net.Conn) *rawIO {
 	sc, ok := vectorConn(nc).(syscall.Conn)
 	if !ok {
 		return nil
@@ -337,7 +361,7 @@ func rawConn(nc net.Conn) syscall.RawConn {
 	if err != nil {
 		return nil
 	}
-	return rc
+	return newRawIO(rc)
 }
 
 // encodePublishLocked appends the PUBLISH header for d to dst. The common

@@ -1,0 +1,18 @@
+//go:build !linux
+
+package shard
+
+import (
+	"errors"
+	"syscall"
+)
+
+// rawIO is Linux only: elsewhere every batch goes to the writer and idle
+// connections keep their buffers (newRawIO returns nil).
+type rawIO struct{}
+
+func newRawIO(syscall.RawConn) *rawIO { return nil }
+
+func (*rawIO) tryWritev([][]byte) (int, error) { return 0, errors.ErrUnsupported }
+
+func (*rawIO) waitReadable() error { return errors.ErrUnsupported }
