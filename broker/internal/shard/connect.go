@@ -13,21 +13,55 @@ import (
 // handshake reads and answers CONNECT. On success the connection has a
 // session, the CONNACK (and any redelivery) is queued for the writer, and
 // ok is true. On failure the refusal has been written and nc closed.
+//
+// It runs in steps, each its own call, so that the reader's stack holds
+// one step's packets at a time: a goroutine's stack never shrinks below
+// twice its deepest use, and held connections are many.
 func (c *conn) handshake() (present, ok bool) {
+	cp, ok := c.readConnect()
+	if !ok {
+		return false, false
+	}
+	var o connectTerms
+	if !c.applyConnect(cp, &o) {
+		return false, false
+	}
+	sess, present, err := c.shard.attach(c, cp.CleanStart, o.expiry)
+	if err != nil {
+		c.refuse(reasonOf(err))
+		return false, false
+	}
+	c.queueConnack(sess, cp, &o, present)
+	_ = c.nc.SetReadDeadline(time.Time{})
+	return present, true
+}
+
+// connectTerms is what the server decided of a CONNECT, for the CONNACK.
+type connectTerms struct {
+	assigned bool   // the server assigned the client id
+	serverKA bool   // the server capped the keep alive to ka
+	ka       uint16 // keep alive, seconds
+	capped   bool   // the server capped the session expiry
+	expiry   uint32 // session expiry, seconds
+}
+
+// readConnect reads, decodes and authenticates the CONNECT; on failure
+// the refusal has been written.
+func (c *conn) readConnect() (*packet.Connect, bool) {
 	s := c.shard
 	_ = c.nc.SetReadDeadline(time.Now().Add(s.opts.ConnectTimeout))
 	fh, body, err := c.rd.ReadPacket(s.opts.MaxPacketSize)
 	if err != nil {
-		return false, false // nothing, garbage or silence before CONNECT: just close
+		return nil, false // nothing, garbage or silence before CONNECT: just close
 	}
 	if fh.Type != packet.TypeConnect {
-		return false, false // [MQTT-3.1.0-1] the first packet must be CONNECT
+		return nil, false // [MQTT-3.1.0-1] the first packet must be CONNECT
 	}
 	s.stats.bytesIn.Add(uint64(len(body) + 2))
 	cp := new(packet.Connect)
 	if err := cp.Decode(0, fh, body); err != nil {
 		c.refuseDecode(cp, err)
-		return false, false
+		return nil, false
 	}
 	c.version = cp.Version
 	if c.version == packet.Version31 {
@@ -40,23 +74,31 @@ func (c *conn) handshake() (present, ok bool) {
 	case v5 && cp.Props.Has.Has(packet.PropAuthMethod) &&
 		(c.info.AuthMethod == "" || string(cp.Props.AuthMethod) != c.info.AuthMethod):
 		c.refuse(packet.ErrBadAuthMethod) // a method we do not speak (MQTT 5.0 section 4.12)
-		return false, false
+		return nil, false
 	case !cp.UsernameFlag && !c.info.AllowAnonymous:
 		c.refuse(packet.ErrNotAuthorized)
-		return false, false
+		return nil, false
 	case cp.UsernameFlag && c.info.Authenticate != nil && !c.info.Authenticate(cp.Username, cp.Password):
 		c.refuse(packet.ErrBadUsernameOrPassword)
-		return false, false
+		return nil, false
 	case !c.info.Deadline.IsZero() && !time.Now().Before(c.info.Deadline):
 		c.refuse(packet.ErrNotAuthorized)
-		return false, false
+		return nil, false
 	}
+	return cp, true
+}
+
+// applyConnect sets the connection up from the CONNECT: client id, keep
+// alive, session expiry, the client's limits, the will. On failure the
+// refusal has been written.
+func (c *conn) applyConnect(cp *packet.Connect, o *connectTerms) bool {
+	s := c.shard
+	v5 := c.version == packet.Version5
 
 	// Client identifier [MQTT-3.1.3-6] [MQTT-3.1.3-7].
-	assigned := false
 	if len(cp.ClientID) == 0 {
 		c.clientID = assignClientID()
-		assigned = true
+		o.assigned = true
 	} else {
 		c.clientID = string(cp.ClientID)
 	}
@@ -64,28 +106,25 @@ func (c *conn) handshake() (present, ok bool) {
 
 	// Keep alive [MQTT-3.1.2-22]; the server may cap it in MQTT 5
 	// (Server Keep Alive, [MQTT-3.2.2-21]).
-	ka := cp.KeepAlive
-	serverKA := false
-	if v5 && s.opts.MaxKeepAlive > 0 && (ka == 0 || ka > s.opts.MaxKeepAlive) {
-		ka = s.opts.MaxKeepAlive
-		serverKA = true
+	o.ka = cp.KeepAlive
+	if v5 && s.opts.MaxKeepAlive > 0 && (o.ka == 0 || o.ka > s.opts.MaxKeepAlive) {
+		o.ka = s.opts.MaxKeepAlive
+		o.serverKA = true
 	}
-	c.keepAlive = time.Duration(ka) * time.Second * 3 / 2
+	c.keepAlive = time.Duration(o.ka) * time.Second * 3 / 2
 
 	// Session expiry: 3.1.1 clean session 0 never expires; MQTT 5 takes
 	// the property (absent = 0) [MQTT-3.1.2-23].
-	var expiry uint32
 	if v5 {
-		expiry = cp.Props.SessionExpiry
+		o.expiry = cp.Props.SessionExpiry
 	} else if !cp.CleanStart {
-		expiry = neverExpires
+		o.expiry = neverExpires
 	}
-	capped := false
-	if s.opts.MaxSessionExpiry > 0 && expiry > s.opts.MaxSessionExpiry {
-		expiry = s.opts.MaxSessionExpiry
-		capped = v5
+	if s.opts.MaxSessionExpiry > 0 && o.expiry > s.opts.MaxSessionExpiry {
+		o.expiry = s.opts.MaxSessionExpiry
+		o.capped = v5
 	}
-	c.expiry0 = expiry == 0
+	c.expiry0 = o.expiry == 0
 
 	// The client's limits on what we send it.
 	// The window itself (below both this and the live MaxInflight) is
@@ -106,19 +145,20 @@ func (c *conn) handshake() (present, ok bool) {
 	if cp.WillFlag {
 		if c.info.Authorizer != nil && !c.info.Authorizer.CanPublish(cp.WillTopic) {
 			c.refuse(packet.ErrNotAuthorized)
-			return false, false
+			return false
 		}
 		wp := packet.Publish{QoS: cp.WillQoS, Retain: cp.WillRetain, Topic: cp.WillTopic, Payload: cp.WillPayload, Props: cp.WillProps}
 		c.will = newMessage(&wp, cp.WillTopic, time.Now(), noPublisher)
 		c.willDelay = cp.WillProps.WillDelay
 	}
+	return true
+}
 
-	sess, present, err := s.attach(c, cp.CleanStart, expiry)
-	if err != nil {
-		c.refuse(reasonOf(err))
-		return false, false
-	}
-
+// queueConnack queues the CONNACK, and the redelivery of a resumed
+// session's inflight messages after it.
+func (c *conn) queueConnack(sess *session, cp *packet.Connect, o *connectTerms, present bool) {
+	s := c.shard
+	v5 := c.version == packet.Version5
 	ack := packet.Connack{SessionPresent: present} // [MQTT-3.2.2-2] [MQTT-3.2.2-3]
 	if v5 {
 		p := &ack.Props
@@ -138,16 +178,16 @@ func (c *conn) handshake() (present, ok bool) {
 		p.SharedSubAvailable = 1
 		// Maximum QoS is 2, which is said by leaving the property out
 		// (MQTT 5.0 section 3.2.2.3.4).
-		if assigned {
+		if o.assigned {
 			p.AssignedClientID = []byte(c.clientID) // [MQTT-3.2.2-16]
 		}
-		if serverKA {
+		if o.serverKA {
 			p.Has.Set(packet.PropServerKeepAlive)
-			p.ServerKeepAlive = ka
+			p.ServerKeepAlive = o.ka
 		}
-		if capped {
+		if o.capped {
 			p.Has.Set(packet.PropSessionExpiry)
-			p.SessionExpiry = expiry
+			p.SessionExpiry = o.expiry
 		}
 		if cp.Props.Has.Has(packet.PropAuthMethod) {
 			p.AuthMethod = []byte(c.info.AuthMethod) // [MQTT-4.12.0-5]
@@ -159,8 +199,6 @@ func (c *conn) handshake() (present, ok bool) {
 		c.redeliverLocked()
 	}
 	sess.mu.Unlock()
-	_ = c.nc.SetReadDeadline(time.Time{})
-	return present, true
 }
 
 // refuseDecode answers a CONNECT that failed to decode.

@@ -11,9 +11,10 @@ import (
 )
 
 // TestHeldConnectionCost: a connected client that sends nothing costs
-// one goroutine (no writer) and neither a read buffer (4 KiB) nor decoding
-// scratch (2.3 KiB): about 4 KiB of heap with both ends of the socket
-// (conn 1 KiB, session 0.5 KiB, two net.Conns 1 KiB, channels, timers).
+// one goroutine (no writer) with a 4 KiB stack, and neither a read buffer
+// (4 KiB) nor decoding scratch (2.3 KiB): about 4 KiB of heap with both
+// ends of the socket (conn 1 KiB, session 0.5 KiB, two net.Conns 1 KiB,
+// channels, timers).
 func TestHeldConnectionCost(t *testing.T) {
 	b := startBroker(t, Options{}, ConnInfo{})
 	const n = 1000
@@ -44,9 +45,15 @@ func TestHeldConnectionCost(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	perConn := (int64(after.HeapInuse) - int64(before.HeapInuse)) / n
-	t.Logf("%d held connections: %d B of heap each (client side included), %d goroutines", n, perConn, runtime.NumGoroutine()-goroutines)
+	stack := (int64(after.StackInuse) - int64(before.StackInuse)) / n
+	t.Logf("%d held connections: %d B of heap and %d B of stack each (client side included)", n, perConn, stack)
 	if perConn > 5<<10 {
 		t.Fatalf("a held connection costs %d B of heap", perConn)
+	}
+	// The handshake runs in steps so that the reader's stack stays at
+	// 4 KiB (a stack never shrinks below twice its use while parked).
+	if stack > 5<<10 && !raceEnabled {
+		t.Fatalf("a held connection's reader has a %d B stack", stack)
 	}
 	// They still answer.
 	for _, nc := range conns[:10] {

@@ -1,0 +1,6 @@
+//go:build race
+
+package shard
+
+// raceEnabled: the race detector's instrumentation deepens stacks.
+const raceEnabled = true
