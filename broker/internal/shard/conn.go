@@ -72,9 +72,11 @@ type conn struct {
 	w writeState
 
 	// Reader-owned.
-	in   *inbound // decoding scratch, held while there is input (scratch)
-	slab slab     // inbound messages
-	out  outbox   // connections with output from the packets being read
+	in       *inbound // decoding scratch, held while there is input (scratch)
+	big      *bigBuf  // holder of the read buffer when it came from Shard.bigBufs
+	readsBig bool     // the last burst needed a buffer past readBufSize
+	slab     slab     // inbound messages
+	out      outbox   // connections with output from the packets being read
 }
 
 // ServeConn runs one client connection to completion: CONNECT, the

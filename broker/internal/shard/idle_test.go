@@ -67,3 +67,33 @@ func TestHeldConnectionCost(t *testing.T) {
 		}
 	}
 }
+
+// TestBigPacketsKeepABigReadBuffer: a client that sends one big packet at
+// a time, waiting in between, reads each into a pooled big buffer instead
+// of growing one from 4 KiB again (about 250 KiB of allocation for a
+// 64 KiB packet).
+func TestBigPacketsKeepABigReadBuffer(t *testing.T) {
+	b := startBroker(t, Options{}, ConnInfo{})
+	pub := v5Client(t, b, "pub")
+	raw, err := (&packet.Publish{QoS: 1, PacketID: 1, Topic: []byte("big"), Payload: make([]byte, 64<<10)}).Append(nil, packet.Version5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func() {
+		pub.sendBytes(raw)
+		pub.ack(packet.TypePuback) // the reader has gone idle again
+	}
+	send() // the first one grows a buffer
+	const n = 20
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n {
+		send()
+	}
+	runtime.ReadMemStats(&after)
+	perPacket := (after.TotalAlloc - before.TotalAlloc) / n
+	t.Logf("%d B allocated per 64 KiB PUBLISH (the message's copy included)", perPacket)
+	if perPacket > 128<<10 {
+		t.Fatalf("%d B allocated per 64 KiB PUBLISH", perPacket)
+	}
+}

@@ -28,17 +28,49 @@ type inbound struct {
 func (c *conn) idle() error {
 	c.releaseInput()
 	err := c.w.raw.waitReadable()
-	c.rd.Use(c.shard.readBufs.Get().(*[readBufSize]byte)[:])
+	c.takeReadBuf()
 	return err
 }
 
+// takeReadBuf gives the reader a pooled buffer: a big one if its last
+// burst needed one and the pool has one, so that a stream of big packets
+// does not regrow a buffer from 4 KiB every time.
+func (c *conn) takeReadBuf() {
+	s := c.shard
+	if c.readsBig {
+		if h, _ := s.bigBufs.Get().(*bigBuf); h != nil {
+			c.rd.Use(h.b)
+			h.b, c.big = nil, h
+			return
+		}
+	}
+	c.rd.Use(s.readBufs.Get().(*[readBufSize]byte)[:])
+}
+
+// bigBuf holds a read buffer grown past readBufSize for Shard.bigBufs; a
+// connection keeps the holder while it uses the buffer, so pooling
+// allocates nothing.
+type bigBuf struct{ b []byte }
+
+// maxPooledReadBuf bounds the grown buffers worth keeping.
+const maxPooledReadBuf = 1 << 20
+
 // releaseInput gives back the read buffer, when nothing is buffered in
-// it, and the scratch. A buffer grown for a big packet is left to the
-// collector.
+// it, and the scratch.
 func (c *conn) releaseInput() {
 	s := c.shard
-	if b := c.rd.Release(); len(b) == readBufSize {
+	b := c.rd.Release()
+	c.readsBig = len(b) > readBufSize
+	switch {
+	case len(b) == readBufSize:
 		s.readBufs.Put((*[readBufSize]byte)(b))
+	case len(b) > readBufSize && len(b) <= maxPooledReadBuf:
+		h := c.big
+		if h == nil {
+			h = new(bigBuf)
+		}
+		h.b, c.big = b, nil
+		s.bigBufs.Put(h)
 	}
 	if c.in != nil {
 		s.inbound.Put(c.in)

@@ -54,6 +54,7 @@ type Shard struct {
 	matches  sync.Pool // *topic.Matches for publishes not made by a connection
 	readBufs sync.Pool // *[readBufSize]byte, read buffers of connections with input
 	inbound  sync.Pool // *inbound, scratch of readers with input
+	bigBufs  sync.Pool // *bigBuf, read buffers grown for big packets
 	dlq      deadLetters
 }
 
