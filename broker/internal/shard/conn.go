@@ -61,12 +61,10 @@ type conn struct {
 	pendingAcks []pendingAck
 
 	wake       chan struct{}
-	writing    atomic.Bool // a writer goroutine runs (startWriter)
-	quit       chan struct{}
-	quitOnce   sync.Once
-	writerDone chan struct{}
-	done       chan struct{} // closed when the connection is fully torn down
-	killTimer  *time.Timer   // closes the socket if the final flush hangs
+	writing    atomic.Bool    // a writer goroutine runs (startWriter)
+	writerDone sync.WaitGroup // done when the last writer has closed the socket
+	done       chan struct{}  // closed when the connection is fully torn down
+	killTimer  *time.Timer    // closes the socket if the final flush hangs
 
 	// Writer-owned.
 	w writeState
@@ -96,11 +94,10 @@ func (s *Shard) ServeConn(nc net.Conn, info ConnInfo) {
 			"remote_addr", info.RemoteAddr),
 		kickReason: reasonNone,
 		wake:       make(chan struct{}, 1),
-		quit:       make(chan struct{}),
-		writerDone: make(chan struct{}),
 		done:       make(chan struct{}),
 	}
 	c.w.raw = rawConn(nc)
+	c.writerDone.Add(1)
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -140,7 +137,7 @@ func (c *conn) run() {
 	sendWill := c.readLoop()
 	c.setDeadline(time.Time{})
 	c.kick(reasonNone)
-	<-c.writerDone
+	c.writerDone.Wait()
 	c.stopKillTimer()
 	_ = c.nc.Close()
 	if c.kickReasonValue() == packet.ErrServerShuttingDown {
@@ -271,8 +268,7 @@ func (c *conn) kick(reason packet.ReasonCode) {
 	}
 	c.killTimer = time.AfterFunc(closeFlushTimeout, func() { _ = c.nc.Close() })
 	sess.mu.Unlock()
-	c.quitOnce.Do(func() { close(c.quit) })
-	c.startWriter() // it flushes the last packets and closes the socket
+	c.wakeWriter() // it flushes the last packets and closes the socket
 }
 
 func (c *conn) stopKillTimer() {

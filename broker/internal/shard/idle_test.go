@@ -93,7 +93,10 @@ func TestBigPacketsKeepABigReadBuffer(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	perPacket := (after.TotalAlloc - before.TotalAlloc) / n
 	t.Logf("%d B allocated per 64 KiB PUBLISH (the message's copy included)", perPacket)
-	if perPacket > 128<<10 {
+	// Regrowing every time costs about 275 KB; the pool may still lose a
+	// buffer to a collection (and, under the race detector, drops a
+	// quarter of what it is given).
+	if perPacket > 200<<10 {
 		t.Fatalf("%d B allocated per 64 KiB PUBLISH", perPacket)
 	}
 }

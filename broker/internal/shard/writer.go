@@ -96,13 +96,12 @@ func (c *conn) writeLoop() {
 		c.w.mu.Unlock()
 		if done {
 			_ = c.nc.Close()
-			close(c.writerDone)
+			c.writerDone.Done()
 			return
 		}
 		idle.Reset(writerIdle)
 		select {
-		case <-c.wake:
-		case <-c.quit:
+		case <-c.wake: // new output, or closing (kick)
 		case <-idle.C:
 			if !c.keepWriting() {
 				return
@@ -120,12 +119,8 @@ const writerIdle = 2 * time.Second
 // meanwhile (and no new writer took it first).
 func (c *conn) keepWriting() bool {
 	c.writing.Store(false)
-	select {
-	case <-c.quit:
-	default:
-		if len(c.wake) == 0 {
-			return false
-		}
+	if len(c.wake) == 0 {
+		return false
 	}
 	return c.writing.CompareAndSwap(false, true)
 }
