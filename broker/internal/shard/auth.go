@@ -76,12 +76,12 @@ func (c *conn) handleAuth(p *packet.Auth) error {
 		return packet.ErrProtocol
 	}
 	if c.info.Reauthenticate == nil {
-		c.log.Info("re-authentication refused: no verifier configured")
+		c.logger().Info("re-authentication refused: no verifier configured")
 		return packet.ErrNotAuthorized
 	}
 	deadline, err := c.info.Reauthenticate(p.Props.AuthData)
 	if err != nil {
-		c.log.Info("re-authentication refused", "err", err)
+		c.logger().Info("re-authentication refused", "err", err)
 		return packet.ErrNotAuthorized // [MQTT-4.12.1-2] a failed re-authentication ends the connection
 	}
 	if !deadline.IsZero() && !time.Now().Before(deadline) {
@@ -91,6 +91,6 @@ func (c *conn) handleAuth(p *packet.Auth) error {
 	out := &packet.Auth{Reason: packet.CodeSuccess}
 	out.Props.AuthMethod = []byte(method) // [MQTT-4.12.0-5]
 	c.send(out)
-	c.log.Debug("re-authenticated", "deadline", deadline)
+	c.debug("re-authenticated", "deadline", deadline)
 	return nil
 }

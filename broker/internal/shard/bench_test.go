@@ -77,7 +77,7 @@ func TestRouteAllocations(t *testing.T) {
 // subscription identifier) at zero allocations.
 func TestEncodeAllocations(t *testing.T) {
 	s := New(Options{SysInterval: -1})
-	c := &conn{shard: s, version: packet.Version5, log: s.opts.Logger}
+	c := &conn{shard: s, version: packet.Version5}
 	m := newSimpleMessage("bench/x", make([]byte, 64), 1, false, time.Now())
 	plain := delivery{msg: m, qos: 1, id: 9}
 	withID := delivery{msg: m, qos: 1, id: 10}

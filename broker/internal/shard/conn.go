@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -27,8 +28,9 @@ type conn struct {
 	shard *Shard
 	nc    net.Conn
 	info  ConnInfo
-	log   *slog.Logger
-	rd    packet.Reader // its buffer comes from Shard.readBufs
+	id    uint64                      // per shard, for logs
+	log   atomic.Pointer[slog.Logger] // made on first use (logger)
+	rd    packet.Reader               // its buffer comes from Shard.readBufs
 
 	version   byte
 	clientID  string
@@ -87,11 +89,10 @@ type conn struct {
 // net.Conn gets one Write per batch.
 func (s *Shard) ServeConn(nc net.Conn, info ConnInfo) {
 	c := &conn{
-		shard: s,
-		nc:    nc,
-		info:  info,
-		log: s.opts.Logger.With("tenant_id", info.TenantID, "conn_id", s.connSeq.Add(1),
-			"remote_addr", info.RemoteAddr),
+		shard:      s,
+		nc:         nc,
+		info:       info,
+		id:         s.connSeq.Add(1),
 		kickReason: reasonNone,
 		wake:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
@@ -130,7 +131,7 @@ func (c *conn) run() {
 	}
 	s.stats.connected.Add(1)
 	s.stats.connections.Add(1)
-	c.log.Debug("client connected", "version", c.version, "session_present", present)
+	c.debug("client connected", "version", c.version, "session_present", present)
 	c.out.add(c) // a resumed session may have messages waiting
 
 	c.setDeadline(c.info.Deadline)
@@ -145,7 +146,7 @@ func (c *conn) run() {
 	}
 	s.detach(c, sendWill)
 	s.stats.connected.Add(-1)
-	c.log.Debug("client disconnected")
+	c.debug("client disconnected")
 	close(c.done)
 }
 
@@ -238,7 +239,7 @@ func reasonOf(err error) packet.ReasonCode {
 // closed [MQTT-4.8.0-1].
 func (c *conn) fail(reason packet.ReasonCode, err error) {
 	if reason != reasonNone {
-		c.log.Debug("closing connection", "reason", reason, "err", err)
+		c.debug("closing connection", "reason", reason, "err", err)
 	}
 	c.kick(reason)
 }
@@ -277,6 +278,33 @@ func (c *conn) stopKillTimer() {
 		c.killTimer.Stop()
 	}
 	c.sess.mu.Unlock()
+}
+
+// logger returns the connection's logger, made on first use: most
+// connections never log, and a logger's preformatted attributes cost
+// about 400 bytes a connection.
+func (c *conn) logger() *slog.Logger {
+	if l := c.log.Load(); l != nil {
+		return l
+	}
+	l := c.shard.opts.Logger.With("tenant_id", c.info.TenantID, "conn_id", c.id,
+		"remote_addr", c.info.RemoteAddr)
+	if c.clientID == "" {
+		return l // still in CONNECT: keep none without the client id
+	}
+	l = l.With("client_id", c.clientID)
+	if !c.log.CompareAndSwap(nil, l) {
+		return c.log.Load()
+	}
+	return l
+}
+
+// debug logs at debug level, making the connection's logger only if that
+// level is on.
+func (c *conn) debug(msg string, args ...any) {
+	if c.shard.opts.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		c.logger().Debug(msg, args...)
+	}
 }
 
 // wakeWriter tells the writer there is something to send, starting it if
@@ -324,7 +352,7 @@ func (c *conn) sendAckLocked(t packet.Type, id uint16, code packet.ReasonCode) {
 // queuedLocked checks a control packet just appended to c.ctrl.
 func (c *conn) queuedLocked(err error) {
 	if err != nil {
-		c.log.Error("encoding packet", "err", err)
+		c.logger().Error("encoding packet", "err", err)
 	}
 	if len(c.ctrl) > c.shard.maxCtrlBytes() {
 		c.ctrlFull.Store(true)

@@ -102,7 +102,6 @@ func (c *conn) applyConnect(cp *packet.Connect, o *connectTerms) bool {
 	} else {
 		c.clientID = string(cp.ClientID)
 	}
-	c.log = c.log.With("client_id", c.clientID)
 
 	// Keep alive [MQTT-3.1.2-22]; the server may cap it in MQTT 5
 	// (Server Keep Alive, [MQTT-3.2.2-21]).
@@ -236,7 +235,7 @@ func (c *conn) refuse(code packet.ReasonCode) {
 	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
 	_, _ = c.nc.Write(b)
-	c.log.Debug("connection refused", "reason", code)
+	c.debug("connection refused", "reason", code)
 }
 
 // redeliverLocked queues again, in their original order, every inflight
@@ -276,7 +275,7 @@ func (c *conn) redeliverLocked() {
 			// payload back from the log.
 			m, err := c.shard.materialize(d.msg)
 			if err != nil {
-				c.log.Warn("inflight message unreadable; dropped", "err", err)
+				c.logger().Warn("inflight message unreadable; dropped", "err", err)
 				delete(sess.inflight, d.id)
 				reason := DropExpired
 				if errors.Is(err, errLost) {

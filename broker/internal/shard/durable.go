@@ -133,7 +133,7 @@ func (c *conn) releaseAcks(durable uint64, err error) {
 	if err != nil {
 		c.pendingAcks = c.pendingAcks[:0]
 		sess.mu.Unlock()
-		c.log.Error("message log fsync failed; closing the connection unacknowledged", "err", err)
+		c.logger().Error("message log fsync failed; closing the connection unacknowledged", "err", err)
 		c.kick(packet.ErrUnspecified)
 		return
 	}

@@ -80,3 +80,42 @@ func TestInlineWriteHandsOverToTheWriter(t *testing.T) {
 		t.Fatalf("%d dropped", d)
 	}
 }
+
+// TestQuietConnectionGivesBackItsBatch: a connection that wrote keeps its
+// batch state while it writes, and gives it back after a sweep without
+// writing.
+func TestQuietConnectionGivesBackItsBatch(t *testing.T) {
+	b := startBroker(t, Options{}, ConnInfo{})
+	sub := v5Client(t, b, "sub")
+	sub.subscribe(1, packet.Properties{}, packet.Subscription{Filter: []byte("t")})
+	var c *conn
+	b.shard.mu.RLock()
+	for x := range b.shard.conns {
+		c = x
+	}
+	b.shard.mu.RUnlock()
+	holds := func() bool {
+		c.w.mu.Lock()
+		defer c.w.mu.Unlock()
+		return c.w.b != nil
+	}
+	if !holds() {
+		t.Fatal("no batch state after writing the SUBACK")
+	}
+	b.shard.sweepBatches() // written since the last sweep: kept
+	if !holds() {
+		t.Fatal("the batch state of a connection that just wrote was taken")
+	}
+	b.shard.sweepBatches()
+	if holds() {
+		t.Fatal("a quiet connection kept its batch state")
+	}
+	// It writes again with a batch from the pool.
+	var out outbox
+	var mt topic.Matches
+	b.shard.publishVia(newSimpleMessage("t", []byte("again"), 0, false, time.Now()), &mt, &out)
+	out.flush()
+	if p := sub.publish(); string(p.Payload) != "again" {
+		t.Fatalf("got %q", p.Payload)
+	}
+}

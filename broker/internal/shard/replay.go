@@ -48,7 +48,7 @@ func (c *conn) replayRequest(p *packet.Subscribe) (*replayReq, error) {
 		}
 		from, err := s.replayStart(string(up.Value))
 		if err != nil {
-			c.log.Debug("bad replay property", "value", string(up.Value), "err", err)
+			c.debug("bad replay property", "value", string(up.Value), "err", err)
 			return nil, packet.ErrProtocol
 		}
 		return &replayReq{from: from}, nil
@@ -126,7 +126,7 @@ func (c *conn) runReplay(rq *replayReq) {
 	s, sess := c.shard, c.sess
 	entries, err := s.collectReplay(rq)
 	if err != nil {
-		c.log.Warn("replay incomplete", "err", err)
+		c.logger().Warn("replay incomplete", "err", err)
 	}
 	sess.mu.Lock()
 	for i, e := range entries {

@@ -197,7 +197,7 @@ func (s *Shard) publishVia(m *message, matches *topic.Matches, out *outbox) int 
 	}
 	s.mu.RUnlock()
 	for _, k := range kicks[:nk] {
-		k.log.Info("disconnecting slow consumer")
+		k.logger().Info("disconnecting slow consumer")
 		k.kick(packet.ErrQuotaExceeded)
 	}
 	return n

@@ -55,6 +55,7 @@ type Shard struct {
 	readBufs sync.Pool // *[readBufSize]byte, read buffers of connections with input
 	inbound  sync.Pool // *inbound, scratch of readers with input
 	bigBufs  sync.Pool // *bigBuf, read buffers grown for big packets
+	batches  sync.Pool // *batch, write state of connections with output
 	dlq      deadLetters
 }
 
@@ -78,6 +79,7 @@ func New(opts Options) *Shard {
 	}
 	s.matches.New = func() any { return new(topic.Matches) }
 	s.readBufs.New = func() any { return new([readBufSize]byte) }
+	s.batches.New = func() any { return new(batch) }
 	s.inbound.New = func() any {
 		in := new(inbound)
 		in.matches.Ready = s.readyLocked
@@ -147,6 +149,8 @@ func (s *Shard) Start(ctx context.Context) error {
 		return nil
 	}
 	s.running = true
+	s.bgwg.Add(1)
+	go s.every(batchSweepInterval, s.sweepBatches)
 	if s.opts.SysInterval > 0 {
 		s.bgwg.Add(1)
 		go s.sysLoop()

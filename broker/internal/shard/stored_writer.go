@@ -30,7 +30,7 @@ type readyStored struct {
 // connection lives, so the front it saw is still the front, unless the
 // session ended (fill then finds a mismatch and drops what was read).
 func (c *conn) prefetchStored() {
-	s, w, sess := c.shard, &c.w, c.sess
+	s, w, sess := c.shard, c.w.b, c.sess
 	w.prefetch = false
 	if s.log == nil || len(w.ready) > 0 {
 		return
@@ -49,7 +49,7 @@ func (c *conn) prefetchStored() {
 
 // releaseStored gives back what the writer still holds of the log.
 func (c *conn) releaseStored() {
-	w := &c.w
+	w := c.w.b
 	for i := range w.ready {
 		w.ready[i].loc.Release()
 	}
@@ -64,7 +64,7 @@ func (c *conn) releaseStored() {
 // takes only entries prefetchStored read ahead, so no file is read under
 // sess.mu; when those run out it asks the write loop to read more.
 func (c *conn) fillStoredLocked(bytes int, now int64) int {
-	sess, w := c.sess, &c.w
+	sess, w := c.sess, c.w.b
 	used := 0
 	defer func() {
 		n := copy(w.ready, w.ready[used:])
@@ -95,7 +95,7 @@ func (c *conn) fillStoredLocked(bytes int, now int64) int {
 		sess.dirty = true
 		m, loc := r.m, r.loc
 		if r.err != nil {
-			c.log.Warn("stored message unreadable; dropped", "offset", e.off, "err", r.err)
+			c.logger().Warn("stored message unreadable; dropped", "offset", e.off, "err", r.err)
 			sess.dropLocked(DropExpired)
 			continue
 		}
@@ -131,7 +131,7 @@ func (c *conn) fillStoredLocked(bytes int, now int64) int {
 // its explicit offset, or, when the connection is not a plain socket (TLS,
 // WebSocket), through a pooled buffer.
 func (c *conn) writeWithFiles() (int64, error) {
-	w := &c.w
+	w := c.w.b
 	all, files := w.vec, w.files
 	defer func() {
 		for i := range files {

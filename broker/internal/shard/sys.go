@@ -8,14 +8,20 @@ import (
 // sysLoop publishes the $SYS/broker/... statistics, retained, every
 // SysInterval until Shutdown. '#' does not match them [MQTT-4.7.2-1].
 func (s *Shard) sysLoop() {
-	defer s.bgwg.Done()
-	t := time.NewTicker(s.opts.SysInterval)
-	defer t.Stop()
 	s.publishSys()
+	s.every(s.opts.SysInterval, s.publishSys)
+}
+
+// every calls fn every interval until Shutdown; it runs as one of the
+// shard's background goroutines (bgwg).
+func (s *Shard) every(interval time.Duration, fn func()) {
+	defer s.bgwg.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
-			s.publishSys()
+			fn()
 		case <-s.stopBg:
 			return
 		}

@@ -27,22 +27,30 @@ type writeState struct {
 	// pending: vec is the unwritten rest of a batch an inline write
 	// began; the writer sends it before anything else.
 	pending bool
-	raw     *rawIO // the socket under vectorConn, for inline writes; nil none
+	raw     *rawIO      // the socket under vectorConn, for inline writes; nil none
+	sender  *wal.Sender // sendfile(2) to the raw socket, made on first use
+	subIDs  []uint32    // scratch for variant headers; guarded by sess.mu
+	b       *batch      // the batch state, held only while writing (batch)
+	used    bool        // b was used since the last sweep
+}
 
+// batch is the state of building and writing batches. A connection takes
+// one when it first has output and keeps it while it writes; once it has
+// not written for a sweep (Shard.sweepBatches) the batch goes back to
+// Shard.batches with its buffers, so a quiet connection keeps none.
+type batch struct {
 	vec     [][]byte    // the batch being built
 	bufs    net.Buffers // consumed by WriteTo; vec is copied in
 	backing [][]byte    // the storage of bufs, kept because WriteTo advances bufs
 	arena   []byte      // per-subscriber PUBLISH headers of this batch
 	ctrlOut []byte      // control packets being written (swapped with conn.ctrl)
-	subIDs  []uint32    // scratch for variant headers
 	msgs    int         // PUBLISH packets in the batch
 	flat    []byte      // the batch in one piece, for connections without writev
 
 	// Stored messages: their payloads go from the log's segment files to
 	// the socket, each after the vectors before files[i].at.
-	files  []filePart
-	sr     storedReader
-	sender *wal.Sender // sendfile(2) to the raw socket, made on first use
+	files []filePart
+	sr    storedReader
 	// Stored messages read ahead of the batch, without the session lock.
 	want     []storedEntry
 	ready    []readyStored
@@ -53,7 +61,7 @@ type writeState struct {
 // it (TCP, Unix), else copied into one buffer so that, for example, a
 // WebSocket connection sends one frame per batch, not one per vector.
 func (c *conn) writeBatch() (int64, error) {
-	if len(c.w.files) > 0 {
+	if len(c.w.b.files) > 0 {
 		return c.writeWithFiles()
 	}
 	return c.writeVecs()
@@ -61,7 +69,7 @@ func (c *conn) writeBatch() (int64, error) {
 
 // writeVecs writes w.vec (see writeBatch).
 func (c *conn) writeVecs() (int64, error) {
-	w := &c.w
+	w := c.w.b
 	if len(w.vec) == 0 {
 		return 0, nil
 	}
@@ -89,9 +97,11 @@ func (c *conn) writeLoop() {
 	defer idle.Stop()
 	for {
 		c.w.mu.Lock()
+		c.takeBatch()
 		done := c.writeAll()
 		if done {
 			c.releaseStored()
+			c.putBatch()
 		}
 		c.w.mu.Unlock()
 		if done {
@@ -108,6 +118,43 @@ func (c *conn) writeLoop() {
 			}
 		}
 	}
+}
+
+// takeBatch gives the connection batch state; c.w.mu is held. It keeps
+// it while it writes; Shard.sweepBatches takes it back once unused.
+func (c *conn) takeBatch() {
+	if c.w.b == nil {
+		c.w.b = c.shard.batches.Get().(*batch)
+	}
+	c.w.used = true
+}
+
+// putBatch gives the batch state back to the pool unless it is still in
+// use: the rest of a batch waits for the writer (pending), or stored
+// messages are read ahead. Nothing it holds may point at this
+// connection's data any more: the vectors (payloads, headers) are
+// cleared, an oversized buffer is dropped. c.w.mu is held.
+func (c *conn) putBatch() {
+	b := c.w.b
+	if b == nil || c.w.pending || len(b.ready) > 0 || b.prefetch || len(b.files) > 0 {
+		return
+	}
+	b.sr.close()
+	clear(b.vec[:cap(b.vec)])
+	b.vec = b.vec[:0]
+	clear(b.backing[:cap(b.backing)])
+	b.backing, b.bufs = b.backing[:0], nil
+	if cap(b.arena) > maxBatchBytes {
+		b.arena = nil
+	}
+	if cap(b.ctrlOut) > maxBatchBytes {
+		b.ctrlOut = nil
+	}
+	b.ctrlOut = b.ctrlOut[:0]
+	b.flat = nil
+	b.want = b.want[:0]
+	c.w.b = nil
+	c.shard.batches.Put(b)
 }
 
 // writerIdle is how long a writer goroutine waits for work before it
@@ -142,7 +189,7 @@ func (c *conn) writeAll() (done bool) {
 			if closing {
 				return true
 			}
-			if c.w.prefetch {
+			if c.w.b.prefetch {
 				continue
 			}
 			return false
@@ -154,7 +201,7 @@ func (c *conn) writeAll() (done bool) {
 		if !c.writeOut(timeout, false) {
 			return true
 		}
-		s.stats.msgsOut.Add(uint64(c.w.msgs))
+		s.stats.msgsOut.Add(uint64(c.w.b.msgs))
 	}
 }
 
@@ -171,7 +218,7 @@ func (c *conn) writeOut(timeout time.Duration, rest bool) (ok bool) {
 	}
 	c.shard.stats.bytesOut.Add(uint64(written))
 	if err != nil {
-		c.log.Debug("write failed", "err", err)
+		c.debug("write failed", "err", err)
 		c.kick(reasonNone)
 		return false
 	}
@@ -188,15 +235,15 @@ const inlineFanout = 4
 // the whole batch at once; it never blocks on c's client. It reports
 // whether nothing is left for the writer; false means wake it.
 func (c *conn) writeInline() bool {
-	w := &c.w
-	if w.raw == nil || !w.mu.TryLock() {
+	if c.w.raw == nil || !c.w.mu.TryLock() {
 		return false
 	}
-	defer w.mu.Unlock()
-	if w.pending || len(w.ready) > 0 {
+	defer c.w.mu.Unlock()
+	if c.w.pending || c.w.b != nil && len(c.w.b.ready) > 0 {
 		return false
 	}
-	s, sess := c.shard, c.sess
+	c.takeBatch()
+	s, sess, w := c.shard, c.sess, c.w.b
 	sess.mu.Lock()
 	if c.closing || sess.conn != c || s.log != nil && (sess.stored.len() > 0 || sess.replaying > 0) {
 		sess.mu.Unlock()
@@ -207,7 +254,7 @@ func (c *conn) writeInline() bool {
 	if n == 0 {
 		return true
 	}
-	written, err := w.raw.tryWritev(w.vec)
+	written, err := c.w.raw.tryWritev(w.vec)
 	s.stats.bytesOut.Add(uint64(written))
 	s.stats.msgsOut.Add(uint64(w.msgs))
 	rest := w.vec
@@ -222,7 +269,7 @@ func (c *conn) writeInline() bool {
 		rest[0] = rest[0][written:]
 	}
 	w.vec = w.vec[:copy(w.vec, rest)]
-	w.pending = true // the writer sends the rest, or meets the error
+	c.w.pending = true // the writer sends the rest, or meets the error
 	return false
 }
 
@@ -235,7 +282,7 @@ func (c *conn) fill() (n int, closing bool) {
 	defer sess.mu.Unlock()
 	if c.closing || sess.conn != c {
 		c.startBatchLocked()
-		return len(c.w.vec), true
+		return len(c.w.b.vec), true
 	}
 	return c.fillLocked(), false
 }
@@ -243,7 +290,7 @@ func (c *conn) fill() (n int, closing bool) {
 // startBatchLocked empties the batch and puts the waiting control packets
 // first in it; sess.mu is held.
 func (c *conn) startBatchLocked() {
-	w := &c.w
+	w := c.w.b
 	w.vec = w.vec[:0]
 	w.arena = w.arena[:0]
 	w.msgs = 0
@@ -258,7 +305,7 @@ func (c *conn) startBatchLocked() {
 // number of vectors; sess.mu is held.
 func (c *conn) fillLocked() int {
 	c.startBatchLocked()
-	sess, w := c.sess, &c.w
+	sess, w := c.sess, c.w.b
 	now := time.Now().UnixNano()
 	bytes := len(w.ctrlOut)
 	s := c.shard
@@ -302,7 +349,7 @@ func (c *conn) fillLocked() int {
 // inflight. It returns the header, or false, leaving the arena as it was,
 // when the message exceeds the client's Maximum Packet Size.
 func (c *conn) appendPublishLocked(dv *delivery, now int64) ([]byte, bool) {
-	sess, w := c.sess, &c.w
+	sess, w := c.sess, c.w.b
 	if dv.qos > 0 {
 		dv.id = sess.nextIDLocked()
 		dv.state = statePublish
@@ -395,7 +442,7 @@ func (c *conn) encodePublishLocked(dst []byte, d *delivery, dup bool, now int64)
 		}
 		var err error
 		if dst, err = p.AppendHeader(dst, c.version); err != nil {
-			c.log.Error("encoding PUBLISH", "err", err)
+			c.logger().Error("encoding PUBLISH", "err", err)
 			return dst, false
 		}
 		if m.stored {
@@ -404,7 +451,7 @@ func (c *conn) encodePublishLocked(dst []byte, d *delivery, dup bool, now int64)
 	} else {
 		h, err := m.header(c.version, d.qos)
 		if err != nil {
-			c.log.Error("encoding PUBLISH", "err", err)
+			c.logger().Error("encoding PUBLISH", "err", err)
 			return dst, false
 		}
 		dst = append(dst, h...)
@@ -438,4 +485,29 @@ func (c *conn) outAlias(name []byte) (alias uint16, isNew bool) {
 	a := uint16(len(c.outAliases) + 1)
 	c.outAliases[string(name)] = a
 	return a, true
+}
+
+// batchSweepInterval is how often the batch state of connections that
+// stopped writing is taken back: after one to two intervals unused.
+const batchSweepInterval = 5 * time.Second
+
+// sweepBatches gives the batch state of every connection that has not
+// written since the last sweep back to the pool, so that a connection
+// that went quiet keeps no write buffers, while one that writes keeps
+// its state and costs the pool nothing. A connection being written to is
+// skipped (its lock is only tried).
+func (s *Shard) sweepBatches() {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for c := range s.conns {
+		if !c.w.mu.TryLock() {
+			continue
+		}
+		if c.w.used {
+			c.w.used = false
+		} else {
+			c.putBatch()
+		}
+		c.w.mu.Unlock()
+	}
 }
