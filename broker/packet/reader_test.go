@@ -13,12 +13,14 @@ import (
 
 // chunkReader returns its data in pieces of pseudo-random size (1..max).
 type chunkReader struct {
-	data []byte
-	rnd  *rand.Rand
-	max  int
+	data  []byte
+	rnd   *rand.Rand
+	max   int
+	reads int // calls to Read
 }
 
 func (c *chunkReader) Read(p []byte) (int, error) {
+	c.reads++
 	if len(c.data) == 0 {
 		return 0, io.EOF
 	}
