@@ -23,7 +23,9 @@ const closeFlushTimeout = 2 * time.Second
 const reasonNone packet.ReasonCode = 0xFF
 
 // conn is one client network connection. The goroutine running ServeConn
-// reads and handles packets; one writer goroutine writes everything.
+// reads and handles packets; output is written by whoever holds w.mu: a
+// reader writing inline (its own or a publisher's, writeInline) or the
+// connection's writer goroutine, started on demand.
 type conn struct {
 	shard *Shard
 	nc    net.Conn
@@ -68,7 +70,7 @@ type conn struct {
 	done       chan struct{}  // closed when the connection is fully torn down
 	killTimer  *time.Timer    // closes the socket if the final flush hangs
 
-	// Writer-owned.
+	// Output; guarded by w.mu.
 	w writeState
 
 	// Reader-owned.
