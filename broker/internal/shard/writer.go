@@ -89,9 +89,12 @@ func (c *conn) writeVecs() (int64, error) {
 	return int64(n), err
 }
 
-// writeLoop is the connection's only writer. It sleeps until woken,
-// gathers control packets and queued deliveries into one batch under the
-// session lock, and writes the batch with one writev outside the lock.
+// writeLoop is the connection's writer goroutine (at most one runs,
+// startWriter). It sleeps until woken, gathers control packets and queued
+// deliveries into one batch under the session lock, writes the batch with
+// one writev outside the lock, and exits after writerIdle without work.
+// It writes what inline writers leave: blocking writes, stored messages,
+// the rest of a batch the socket did not take, the final flush.
 func (c *conn) writeLoop() {
 	idle := time.NewTimer(writerIdle)
 	defer idle.Stop()
