@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"berth.dev/broker/packet"
 )
 
 // ACL is one credential's access list.
@@ -25,11 +27,18 @@ type ACL struct {
 // ErrInvalid is returned for an access list that cannot be parsed.
 var ErrInvalid = errors.New("acl: invalid access list")
 
-// Parse reads the JSON form of the acl claim.
+// Parse reads the JSON form of the acl claim. Every entry must be a valid
+// topic filter: the API issues no other, and matching is defined only for
+// those ("a/#/b" would otherwise grant all of "a/").
 func Parse(b []byte) (*ACL, error) {
 	var a ACL
 	if err := json.Unmarshal(b, &a); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	for _, f := range append(a.Pub[:len(a.Pub):len(a.Pub)], a.Sub...) {
+		if !packet.ValidTopicFilter([]byte(f)) {
+			return nil, fmt.Errorf("%w: %q is not a topic filter", ErrInvalid, f)
+		}
 	}
 	return &a, nil
 }

@@ -196,7 +196,9 @@ func FuzzFilterMatch(f *testing.F) {
 				t.Fatalf("ParseFilter(%q) = %+v", filter, pf)
 			}
 		}
-		valid := shareOK && bruteValidPath(path) && utf8.ValidString(filter) && len(filter) <= 65535
+		// U+0000 is refused anywhere, the share name too [MQTT-4.7.3-2].
+		valid := shareOK && bruteValidPath(path) && utf8.ValidString(filter) && len(filter) <= 65535 &&
+			!strings.ContainsRune(filter, 0)
 		if (err == nil) != valid {
 			t.Fatalf("ParseFilter(%q) error %v, reference valid %v (share ok %v)", filter, err, valid, shareOK)
 		}
