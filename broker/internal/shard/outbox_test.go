@@ -2,6 +2,7 @@ package shard
 
 import (
 	"encoding/binary"
+	"net"
 	"testing"
 	"time"
 
@@ -81,7 +82,8 @@ func TestInlineWriteHandsOverToTheWriter(t *testing.T) {
 	}
 }
 
-// TestQuietConnectionGivesBackItsBatch: a connection that wrote keeps its
+// TestQuietConnectionGivesBackItsBatch: control packets alone go out
+// without batch state; a connection that was sent messages keeps its
 // batch state while it writes, and gives it back after a sweep without
 // writing.
 func TestQuietConnectionGivesBackItsBatch(t *testing.T) {
@@ -99,8 +101,21 @@ func TestQuietConnectionGivesBackItsBatch(t *testing.T) {
 		defer c.w.mu.Unlock()
 		return c.w.b != nil
 	}
+	if holds() {
+		t.Fatal("CONNACK and SUBACK took batch state")
+	}
+	var out outbox
+	var mt topic.Matches
+	send := func(payload string) {
+		b.shard.publishVia(newSimpleMessage("t", []byte(payload), 0, false, time.Now()), &mt, &out)
+		out.flush()
+		if p := sub.publish(); string(p.Payload) != payload {
+			t.Fatalf("got %q", p.Payload)
+		}
+	}
+	send("first")
 	if !holds() {
-		t.Fatal("no batch state after writing the SUBACK")
+		t.Fatal("no batch state after writing a PUBLISH")
 	}
 	b.shard.sweepBatches() // written since the last sweep: kept
 	if !holds() {
@@ -110,12 +125,38 @@ func TestQuietConnectionGivesBackItsBatch(t *testing.T) {
 	if holds() {
 		t.Fatal("a quiet connection kept its batch state")
 	}
-	// It writes again with a batch from the pool.
-	var out outbox
-	var mt topic.Matches
-	b.shard.publishVia(newSimpleMessage("t", []byte("again"), 0, false, time.Now()), &mt, &out)
-	out.flush()
-	if p := sub.publish(); string(p.Payload) != "again" {
-		t.Fatalf("got %q", p.Payload)
+	send("again") // with batch state from the pool
+}
+
+// TestClientThatDoesNotReadOverTCP is TestClientThatDoesNotRead on a real
+// socket, where answers are written inline until the socket stops taking
+// them and the writer takes over: the client is still disconnected once
+// its unread answers exceed the bound.
+func TestClientThatDoesNotReadOverTCP(t *testing.T) {
+	b := startBroker(t, Options{MaxQueuedBytes: 64 << 10}, ConnInfo{})
+	nc, err := net.Dial("tcp", b.addr)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer nc.Close()
+	// A small receive buffer, but not below loopback's 64 KiB segments:
+	// smaller ones make TCP itself stall for seconds in retransmission
+	// backoff (segments dropped at the receiver, acks with them).
+	if err := nc.(*net.TCPConn).SetReadBuffer(256 << 10); err != nil {
+		t.Fatal(err)
+	}
+	connect, _ := (&packet.Connect{ClientID: []byte("deaf"), CleanStart: true}).Append(nil, packet.Version5)
+	flood := connect
+	for len(flood) < 8<<20 {
+		flood = append(flood, 0xC0, 0x00) // PINGREQ
+	}
+	// 8 MiB of answers: more than the broker's send buffer (4 MiB at most)
+	// and the client's receive buffer hold, and the 64 KiB of answers the
+	// broker keeps waiting beyond them.
+	_ = nc.SetWriteDeadline(time.Now().Add(20 * time.Second))
+	go func() { _, _ = nc.Write(flood) }()
+	eventually(t, "the session of a client that never reads to end", func() bool {
+		_, ok := b.shard.SessionStats("deaf")
+		return !ok
+	})
 }

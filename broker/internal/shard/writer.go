@@ -30,6 +30,7 @@ type writeState struct {
 	raw     *rawIO      // the socket under vectorConn, for inline writes; nil none
 	sender  *wal.Sender // sendfile(2) to the raw socket, made on first use
 	subIDs  []uint32    // scratch for variant headers; guarded by sess.mu
+	ctrlOut []byte      // control packets being written (swapped with conn.ctrl)
 	b       *batch      // the batch state, held only while writing (batch)
 	used    bool        // b was used since the last sweep
 }
@@ -43,7 +44,6 @@ type batch struct {
 	bufs    net.Buffers // consumed by WriteTo; vec is copied in
 	backing [][]byte    // the storage of bufs, kept because WriteTo advances bufs
 	arena   []byte      // per-subscriber PUBLISH headers of this batch
-	ctrlOut []byte      // control packets being written (swapped with conn.ctrl)
 	msgs    int         // PUBLISH packets in the batch
 	flat    []byte      // the batch in one piece, for connections without writev
 
@@ -150,10 +150,9 @@ func (c *conn) putBatch() {
 	if cap(b.arena) > maxBatchBytes {
 		b.arena = nil
 	}
-	if cap(b.ctrlOut) > maxBatchBytes {
-		b.ctrlOut = nil
+	if cap(c.w.ctrlOut) > maxBatchBytes {
+		c.w.ctrlOut = nil // a burst of acks long gone
 	}
-	b.ctrlOut = b.ctrlOut[:0]
 	b.flat = nil
 	b.want = b.want[:0]
 	c.w.b = nil
@@ -245,13 +244,17 @@ func (c *conn) writeInline() bool {
 	if c.w.pending || c.w.b != nil && len(c.w.b.ready) > 0 {
 		return false
 	}
-	c.takeBatch()
-	s, sess, w := c.shard, c.sess, c.w.b
+	s, sess := c.shard, c.sess
 	sess.mu.Lock()
 	if c.closing || sess.conn != c || s.log != nil && (sess.stored.len() > 0 || sess.replaying > 0) {
 		sess.mu.Unlock()
 		return false // closing, and stored messages, are the writer's
 	}
+	if c.w.b == nil && sess.queue.len() == 0 {
+		return c.writeCtrlInline() // unlocks sess.mu
+	}
+	c.takeBatch()
+	w := c.w.b
 	n := c.fillLocked()
 	sess.mu.Unlock()
 	if n == 0 {
@@ -273,6 +276,30 @@ func (c *conn) writeInline() bool {
 	}
 	w.vec = w.vec[:copy(w.vec, rest)]
 	c.w.pending = true // the writer sends the rest, or meets the error
+	return false
+}
+
+// writeCtrlInline is writeInline for a connection with only control
+// packets to send (acknowledgements, CONNACK, PINGRESP): one write, no
+// batch state, so a device that only publishes never takes any. c.w.mu
+// and sess.mu are held; it unlocks sess.mu.
+func (c *conn) writeCtrlInline() bool {
+	if len(c.ctrl) == 0 {
+		c.sess.mu.Unlock()
+		return true
+	}
+	c.w.ctrlOut, c.ctrl = c.ctrl, c.w.ctrlOut[:0]
+	c.sess.mu.Unlock()
+	one := [1][]byte{c.w.ctrlOut}
+	written, err := c.w.raw.tryWritev(one[:])
+	c.shard.stats.bytesOut.Add(uint64(written))
+	if written == len(c.w.ctrlOut) && err == nil {
+		return true
+	}
+	// The socket took part: the writer sends the rest (or meets the error).
+	c.takeBatch()
+	c.w.b.vec = append(c.w.b.vec[:0], c.w.ctrlOut[written:])
+	c.w.pending = true
 	return false
 }
 
@@ -298,8 +325,8 @@ func (c *conn) startBatchLocked() {
 	w.arena = w.arena[:0]
 	w.msgs = 0
 	if len(c.ctrl) > 0 {
-		w.ctrlOut, c.ctrl = c.ctrl, w.ctrlOut[:0]
-		w.vec = append(w.vec, w.ctrlOut)
+		c.w.ctrlOut, c.ctrl = c.ctrl, c.w.ctrlOut[:0]
+		w.vec = append(w.vec, c.w.ctrlOut)
 	}
 }
 
@@ -310,7 +337,10 @@ func (c *conn) fillLocked() int {
 	c.startBatchLocked()
 	sess, w := c.sess, c.w.b
 	now := time.Now().UnixNano()
-	bytes := len(w.ctrlOut)
+	bytes := 0
+	if len(w.vec) > 0 {
+		bytes = len(w.vec[0]) // the control packets
+	}
 	s := c.shard
 	if s.log != nil && (sess.stored.len() > 0 || sess.replaying > 0) {
 		bytes = c.fillStoredLocked(bytes, now)
