@@ -20,20 +20,29 @@ import (
 func offlineFanout(tb testing.TB, n int) *Shard {
 	tb.Helper()
 	s := New(Options{SysInterval: -1, MaxQueuedMessages: 1 << 20, MaxQueuedBytes: 1 << 30})
+	addOfflineSessions(tb, s, n, func(i int) uint32 {
+		if i%2 == 0 {
+			return uint32(i + 1)
+		}
+		return 0
+	})
+	return s
+}
+
+// addOfflineSessions adds n persistent, offline sessions to s, session i
+// subscribed at QoS 1 to "bench/+" with subscription identifier subID(i)
+// (0: none).
+func addOfflineSessions(tb testing.TB, s *Shard, n int, subID func(i int) uint32) {
+	tb.Helper()
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for i := range n {
 		sess := s.newSessionLocked(fmt.Sprintf("sub-%d", i))
 		sess.expiry = neverExpires
-		opts := topic.Options{QoS: 1}
-		if i%2 == 0 {
-			opts.SubscriptionID = uint32(i + 1)
-		}
-		if _, err := s.tree.Subscribe(sess.id, "bench/+", opts); err != nil {
+		if _, err := s.tree.Subscribe(sess.id, "bench/+", topic.Options{QoS: 1, SubscriptionID: subID(i)}); err != nil {
 			tb.Fatal(err)
 		}
 	}
-	s.mu.Unlock()
-	return s
 }
 
 // drain empties every session queue, as the writers would.

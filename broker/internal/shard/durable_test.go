@@ -145,15 +145,7 @@ func loggedFanout(tb testing.TB, n int) *Shard {
 	}
 	tb.Cleanup(func() { _ = st.Close() })
 	s := New(Options{Store: st, MessageLog: st.Messages(), SysInterval: -1, MaxQueuedMessages: 1 << 20})
-	s.mu.Lock()
-	for i := range n {
-		sess := s.newSessionLocked(fmt.Sprintf("sub-%d", i))
-		sess.expiry = neverExpires
-		if _, err := s.tree.Subscribe(sess.id, "bench/+", topic.Options{QoS: 1, SubscriptionID: uint32(i + 1)}); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	s.mu.Unlock()
+	addOfflineSessions(tb, s, n, func(i int) uint32 { return uint32(i + 1) })
 	return s
 }
 

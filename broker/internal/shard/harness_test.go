@@ -45,6 +45,14 @@ func startBrokerWith(t testing.TB, sh *Shard) *testBroker {
 
 func serve(t testing.TB, sh *Shard, info ConnInfo) *testBroker {
 	t.Helper()
+	return &testBroker{shard: sh, addr: serveHooked(t, sh, info, nil)}
+}
+
+// serveHooked starts sh behind a listener on 127.0.0.1 until the test
+// ends, calling accepted (if set) with each connection before serving it,
+// and returns the address.
+func serveHooked(t testing.TB, sh *Shard, info ConnInfo, accepted func(net.Conn)) string {
+	t.Helper()
 	if err := sh.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +61,9 @@ func serve(t testing.TB, sh *Shard, info ConnInfo) *testBroker {
 		t.Fatal(err)
 	}
 	srv := listener.New(nil, func(c net.Conn, remote string) {
+		if accepted != nil {
+			accepted(c)
+		}
 		ci := info
 		ci.RemoteAddr = remote
 		sh.ServeConn(c, ci)
@@ -73,7 +84,7 @@ func serve(t testing.TB, sh *Shard, info ConnInfo) *testBroker {
 			t.Errorf("waiting for connections: %v", err)
 		}
 	})
-	return &testBroker{shard: sh, addr: ln.Addr().String()}
+	return ln.Addr().String()
 }
 
 // eventually polls cond until it holds or the deadline passes.

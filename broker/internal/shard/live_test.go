@@ -1,13 +1,11 @@
 package shard
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"testing"
 	"time"
 
-	"berth.dev/broker/internal/listener"
 	"berth.dev/broker/packet"
 )
 
@@ -15,33 +13,8 @@ import (
 // net.Conn (the one ServeConn gets) to conns.
 func serveCapturing(t *testing.T, sh *Shard, info ConnInfo) (addr string, conns <-chan net.Conn) {
 	t.Helper()
-	if err := sh.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ch := make(chan net.Conn, 8)
-	srv := listener.New(nil, func(c net.Conn, remote string) {
-		ch <- c
-		ci := info
-		ci.RemoteAddr = remote
-		sh.ServeConn(c, ci)
-	})
-	if err := srv.ServeTCP(ln); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Close()
-		if err := sh.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		_ = srv.Wait(ctx)
-	})
-	return ln.Addr().String(), ch
+	return serveHooked(t, sh, info, func(c net.Conn) { ch <- c }), ch
 }
 
 // End tells an MQTT 5 client why before closing; a 3.1.1 client is just
