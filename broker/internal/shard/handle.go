@@ -18,28 +18,24 @@ var (
 
 // handle dispatches one packet read after CONNECT.
 func (c *conn) handle(fh packet.FixedHeader, body []byte) error {
-	v := c.version
+	v, in := c.version, c.scratch()
 	switch fh.Type {
 	case packet.TypePublish:
-		in := c.scratch()
 		if err := in.pub.Decode(v, fh, body); err != nil {
 			return err
 		}
 		return c.handlePublish(&in.pub)
 	case packet.TypePuback, packet.TypePubrec, packet.TypePubrel, packet.TypePubcomp:
-		in := c.scratch()
 		if err := in.ack.Decode(v, fh, body); err != nil {
 			return err
 		}
 		return c.handleAck(&in.ack)
 	case packet.TypeSubscribe:
-		in := c.scratch()
 		if err := in.sub.Decode(v, fh, body); err != nil {
 			return err
 		}
 		return c.handleSubscribe(&in.sub)
 	case packet.TypeUnsubscribe:
-		in := c.scratch()
 		if err := in.unsub.Decode(v, fh, body); err != nil {
 			return err
 		}
@@ -52,13 +48,11 @@ func (c *conn) handle(fh packet.FixedHeader, body []byte) error {
 		c.send(&pingresp) // [MQTT-3.12.4-1]
 		return nil
 	case packet.TypeDisconnect:
-		in := c.scratch()
 		if err := in.disc.Decode(v, fh, body); err != nil {
 			return err
 		}
 		return c.handleDisconnect(&in.disc)
 	case packet.TypeAuth:
-		in := c.scratch()
 		if err := in.auth.Decode(v, fh, body); err != nil {
 			return err
 		}
