@@ -407,10 +407,13 @@ func TestRevocationEndsLiveConnections(t *testing.T) {
 					case tc.version != packet.Version5 && e.sawDisc:
 						t.Fatal("MQTT 3.1.1 client got a DISCONNECT; the server must just close")
 					}
-					// A new connection with the revoked credential is refused too.
+					// A new connection with the revoked credential is refused
+					// too, with CONNACK 0x87, even before a gateway knows.
 					again := n.dial(t, cred{"ten_a", id, allowAll, 0}, nil)
-					again.Write(connectBytes(t, "doomed"))
-					expectClosedSilently(t, again)
+					_, ack := sendConnect(t, again, &packet.Connect{Version: packet.Version5, CleanStart: true, ClientID: []byte("doomed")})
+					if ack.Reason != packet.ErrNotAuthorized {
+						t.Fatalf("revoked credential: CONNACK %#x, want 0x87", byte(ack.Reason))
+					}
 					return
 				case <-time.After(200 * time.Millisecond):
 					if time.Now().After(deadline) {

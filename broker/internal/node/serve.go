@@ -8,6 +8,7 @@ import (
 
 	"berth.dev/broker/internal/acl"
 	"berth.dev/broker/internal/shard"
+	"berth.dev/broker/packet"
 	"berth.dev/broker/proxyproto"
 )
 
@@ -65,12 +66,15 @@ func (n *Node) serve(c net.Conn) {
 		return
 	}
 	defer n.release(t)
+	pc := &proxiedConn{Conn: c, remote: net.TCPAddrFromAddrPort(h.Source)}
 	if n.isRevoked(info.CredentialID) {
+		// The gateway may not have heard of the revocation yet (a client
+		// reconnecting at once): answer CONNACK 0x87 (3.1.1: 5).
 		n.log.Info("refused connection: credential revoked", "tenant_id", info.TenantID)
+		t.sh.ServeConn(pc, shard.ConnInfo{RemoteAddr: h.Source.String(), TenantID: info.TenantID,
+			Refuse: packet.ErrNotAuthorized})
 		return
 	}
-
-	pc := &proxiedConn{Conn: c, remote: net.TCPAddrFromAddrPort(h.Source)}
 	t.track(info.CredentialID, pc)
 	defer t.untrack(info.CredentialID, pc)
 	limiter := t.limits.newConn()

@@ -71,6 +71,9 @@ func (c *conn) readConnect() (*packet.Connect, bool) {
 
 	// Authentication.
 	switch {
+	case c.info.Refuse != 0:
+		c.refuse(c.info.Refuse)
+		return nil, false
 	case v5 && cp.Props.Has.Has(packet.PropAuthMethod) &&
 		(c.info.AuthMethod == "" || string(cp.Props.AuthMethod) != c.info.AuthMethod):
 		c.refuse(packet.ErrBadAuthMethod) // a method we do not speak (MQTT 5.0 section 4.12)

@@ -224,3 +224,22 @@ func TestShutdownDisconnects(t *testing.T) {
 	c.send(&packet.Connect{ClientID: []byte("late")})
 	c.expectClosed()
 }
+
+// TestConnInfoRefuse: a connection its server refused before the shard
+// (ConnInfo.Refuse) is answered with that reason: MQTT 5 CONNACK 0x87,
+// 3.1.1 return code 5, then closed.
+func TestConnInfoRefuse(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, Options{}, ConnInfo{AllowAnonymous: true, Refuse: packet.ErrNotAuthorized})
+	for _, v := range []byte{packet.Version5, packet.Version311} {
+		c := dialRaw(t, b.addr, v)
+		ack := c.connect(&packet.Connect{ProtocolName: []byte("MQTT"), Version: v, CleanStart: true, ClientID: []byte("refused")})
+		if ack.Reason != packet.ErrNotAuthorized {
+			t.Fatalf("version %d: CONNACK %#x, want not authorized", v, byte(ack.Reason))
+		}
+		c.expectClosed()
+	}
+	if _, ok := b.shard.SessionStats("refused"); ok {
+		t.Fatal("a refused connection made a session")
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"berth.dev/broker/internal/store"
 	"berth.dev/broker/internal/wal"
+	"berth.dev/broker/packet"
 )
 
 // Options configure one shard. The zero value of a field means its
@@ -186,6 +187,11 @@ type ConnInfo struct {
 	Reauthenticate func(data []byte) (time.Time, error)
 	// AllowAnonymous admits a CONNECT without a user name.
 	AllowAnonymous bool
+	// Refuse, when not 0, answers the CONNECT with this reason code (3.1.1:
+	// its return code) and closes: the connection was refused before it
+	// reached the shard (a revoked credential at the node), and the client
+	// must be told why rather than see the socket close.
+	Refuse packet.ReasonCode
 	// Authenticate checks a user name and password; nil accepts any
 	// credentials (a gateway already checked them).
 	Authenticate func(username, password []byte) bool
