@@ -6,6 +6,7 @@ require (
 	berth.dev/billing v0.0.0
 	berth.dev/migrations v0.0.0
 	berth.dev/testenv v0.0.0
+	berth.dev/web v0.0.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/go-chi/httprate v0.16.1
 	github.com/google/go-cmp v0.7.0
@@ -42,4 +43,5 @@ replace (
 	berth.dev/billing => ../billing
 	berth.dev/migrations => ../migrations
 	berth.dev/testenv => ../testenv
+	berth.dev/web => ../web
 )

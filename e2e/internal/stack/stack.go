@@ -75,9 +75,11 @@ func New(t testing.TB, bins Binaries, opts Options) *Stack {
 	apiAddr := FreeAddr(t)
 	s.API = "http://" + apiAddr
 	s.NodeMQTT, s.NodeAdmin = FreeAddr(t), FreeAddr(t)
-	gwAddrs := make([]string, opts.Gateways)
+	// Every gateway's addresses are chosen up front: the API tells users
+	// the first gateway's (-mqtt-addr, -mqtt-ws-url).
+	gwAddrs, wsAddrs := make([]string, opts.Gateways), make([]string, opts.Gateways)
 	for i := range gwAddrs {
-		gwAddrs[i] = FreeAddr(t)
+		gwAddrs[i], wsAddrs[i] = FreeAddr(t), FreeAddr(t)
 	}
 
 	s.Node = Start(t, "node", bins.Broker, []string{
@@ -88,13 +90,13 @@ func New(t testing.TB, bins Binaries, opts Options) *Stack {
 	WaitListening(t, s.Node, s.NodeMQTT, 30*time.Second)
 
 	s.APIProc = Start(t, "api", bins.API, []string{
-		"-listen", apiAddr, "-mqtt-addr", gwAddrs[0], "-log-format", "text",
+		"-listen", apiAddr, "-mqtt-addr", gwAddrs[0], "-mqtt-ws-url", "ws://" + wsAddrs[0] + "/mqtt", "-log-format", "text",
 		"-secure-cookies=false", "-auth-rate-limit", "1000",
 	}, []string{"DATABASE_URL=" + s.DatabaseURL, "BERTH_NODE_TOKEN=" + s.NodeToken})
 	WaitListening(t, s.APIProc, apiAddr, 30*time.Second)
 
 	for i := range opts.Gateways {
-		g := &Gateway{ID: fmt.Sprintf("gw%d-%s", i, randomHex(3)), MQTT: gwAddrs[i], WS: FreeAddr(t), Metrics: FreeAddr(t), bin: bins.Gateway}
+		g := &Gateway{ID: fmt.Sprintf("gw%d-%s", i, randomHex(3)), MQTT: gwAddrs[i], WS: wsAddrs[i], Metrics: FreeAddr(t), bin: bins.Gateway}
 		tlsArgs := []string{"-listen-tls", "", "-listen-wss", ""}
 		if opts.TLSCert != "" {
 			g.TLS = FreeAddr(t)

@@ -1,7 +1,8 @@
 // Command api serves Berth's control-plane REST API (the design's "REST API
 // (services)" and docs/contracts.md): it reads its Config, applies the
 // migrations, wires the store, accounts, signing keyring and node client
-// into the router, and serves until SIGTERM or SIGINT.
+// into the router, and serves until SIGTERM or SIGINT. GET requests outside
+// /v1 get the dashboard embedded by package berth.dev/web (`make web`).
 //
 //	DATABASE_URL=postgres://… go run ./services/cmd/api -listen :8080 \
 //	    -domain mqtt.example.com -mqtt-addr mqtt.example.com:1883 \
@@ -34,6 +35,7 @@ import (
 	"berth.dev/services/internal/httpapi"
 	"berth.dev/services/internal/nodeclient"
 	"berth.dev/services/internal/store"
+	"berth.dev/web"
 )
 
 func main() {
@@ -94,7 +96,9 @@ func run() error {
 		Accounts: account.NewService(st, account.DefaultParams, cfg.SessionTTL, cfg.RefreshTTL),
 		Keyring:  keyring, Nodes: nodeclient.New(nil, cfg.NodeToken), Logger: log, Registry: reg,
 		Domain: cfg.Domain, MQTTAddr: cfg.MQTTAddr, Issuer: cfg.Issuer, CORSOrigin: cfg.CORSOrigin,
+		MQTTTLSAddr: cfg.MQTTTLSAddr, MQTTWSURL: cfg.MQTTWSURL, MQTTWSSURL: cfg.MQTTWSSURL,
 		AuthRateLimit: cfg.AuthRateLimit, SecureCookies: cfg.SecureCookies,
+		Dashboard: web.Handler(log),
 	})
 	if err != nil {
 		return err

@@ -21,6 +21,9 @@ type Config struct {
 	DatabaseURL     string
 	Domain          string
 	MQTTAddr        string
+	MQTTTLSAddr     string // empty: no MQTT over TLS listener to tell users about
+	MQTTWSURL       string // empty: no MQTT over WebSocket listener to tell users about
+	MQTTWSSURL      string // empty: no MQTT over secure WebSocket listener to tell users about
 	Issuer          string
 	NodeToken       string
 	CORSOrigin      string
@@ -41,6 +44,9 @@ var env = map[string]string{
 	"database-url":       "DATABASE_URL",
 	"domain":             "BERTH_DOMAIN",
 	"mqtt-addr":          "BERTH_MQTT_ADDR",
+	"mqtt-tls-addr":      "BERTH_MQTT_TLS_ADDR",
+	"mqtt-ws-url":        "BERTH_MQTT_WS_URL",
+	"mqtt-wss-url":       "BERTH_MQTT_WSS_URL",
 	"issuer":             "BERTH_ISSUER",
 	"node-token":         "BERTH_NODE_TOKEN",
 	"cors-origin":        "BERTH_CORS_ORIGIN",
@@ -61,6 +67,9 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL")
 	fs.StringVar(&c.Domain, "domain", "mqtt.localhost", "tenant endpoints are <slug>.<domain>")
 	fs.StringVar(&c.MQTTAddr, "mqtt-addr", "127.0.0.1:1883", "gateway host:port returned to users")
+	fs.StringVar(&c.MQTTTLSAddr, "mqtt-tls-addr", "", "gateway MQTT over TLS host:port returned to users (empty: none)")
+	fs.StringVar(&c.MQTTWSURL, "mqtt-ws-url", "", "gateway MQTT over WebSocket URL returned to users, e.g. ws://127.0.0.1:8083/mqtt (empty: none)")
+	fs.StringVar(&c.MQTTWSSURL, "mqtt-wss-url", "", "gateway MQTT over secure WebSocket URL returned to users, e.g. wss://mqtt.example.com:8084/mqtt (empty: none)")
 	fs.StringVar(&c.Issuer, "issuer", "berth", "iss claim of credential tokens")
 	fs.StringVar(&c.NodeToken, "node-token", "", "bearer token for the nodes' admin API")
 	fs.StringVar(&c.CORSOrigin, "cors-origin", "", "dashboard origin allowed by CORS (empty: none)")
@@ -120,6 +129,21 @@ func (c *Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.MQTTAddr); err != nil {
 		bad("-mqtt-addr %q: %v", c.MQTTAddr, err)
+	}
+	if c.MQTTTLSAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MQTTTLSAddr); err != nil {
+			bad("-mqtt-tls-addr %q: %v", c.MQTTTLSAddr, err)
+		}
+	}
+	for _, u := range []struct{ flag, scheme, value string }{
+		{"-mqtt-ws-url", "ws", c.MQTTWSURL}, {"-mqtt-wss-url", "wss", c.MQTTWSSURL},
+	} {
+		if u.value == "" {
+			continue
+		}
+		if p, err := url.Parse(u.value); err != nil || p.Scheme != u.scheme || p.Host == "" {
+			bad("%s %q must be a URL like %s://host:port/mqtt", u.flag, u.value, u.scheme)
+		}
 	}
 	if c.Issuer == "" {
 		bad("-issuer is required")

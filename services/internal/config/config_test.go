@@ -20,7 +20,8 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Listen != ":8080" || c.Domain != "mqtt.localhost" || c.MQTTAddr != "127.0.0.1:1883" || c.Issuer != "berth" ||
-		c.KeyRotation != 30*24*time.Hour || c.AuthRateLimit != 20 || !c.SecureCookies {
+		c.KeyRotation != 30*24*time.Hour || c.AuthRateLimit != 20 || !c.SecureCookies ||
+		c.MQTTTLSAddr != "" || c.MQTTWSURL != "" || c.MQTTWSSURL != "" {
 		t.Fatalf("defaults %+v", c)
 	}
 }
@@ -29,13 +30,16 @@ func TestFlagsBeatEnvironment(t *testing.T) {
 	env := map[string]string{
 		"DATABASE_URL": "postgres://env@h/db", "BERTH_API_LISTEN": ":9000", "BERTH_NODE_TOKEN": "env-token",
 		"BERTH_CORS_ORIGIN": "https://dash.example.com", "BERTH_KEY_ENCRYPTION_KEY": strings.Repeat("ab", 32),
+		"BERTH_MQTT_TLS_ADDR": "mqtt.example.com:8883", "BERTH_MQTT_WS_URL": "ws://env:8083/mqtt",
+		"BERTH_MQTT_WSS_URL": "wss://mqtt.example.com:8084/mqtt",
 	}
-	c, err := parse([]string{"-listen", ":7000", "-issuer", "berth-test"}, env)
+	c, err := parse([]string{"-listen", ":7000", "-issuer", "berth-test", "-mqtt-ws-url", "ws://127.0.0.1:8083/mqtt"}, env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Listen != ":7000" || c.DatabaseURL != "postgres://env@h/db" || c.NodeToken != "env-token" || c.Issuer != "berth-test" ||
-		c.CORSOrigin != "https://dash.example.com" {
+		c.CORSOrigin != "https://dash.example.com" || c.MQTTTLSAddr != "mqtt.example.com:8883" ||
+		c.MQTTWSURL != "ws://127.0.0.1:8083/mqtt" || c.MQTTWSSURL != "wss://mqtt.example.com:8084/mqtt" {
 		t.Fatalf("config %+v", c)
 	}
 	r := c.Redacted()
@@ -52,6 +56,10 @@ func TestValidate(t *testing.T) {
 		{nil, "database-url"},
 		{[]string{"-database-url", "postgres://x", "-listen", "nope"}, "-listen"},
 		{[]string{"-database-url", "postgres://x", "-mqtt-addr", "nope"}, "-mqtt-addr"},
+		{[]string{"-database-url", "postgres://x", "-mqtt-tls-addr", "nope"}, "-mqtt-tls-addr"},
+		{[]string{"-database-url", "postgres://x", "-mqtt-ws-url", "127.0.0.1:8083/mqtt"}, "-mqtt-ws-url"},
+		{[]string{"-database-url", "postgres://x", "-mqtt-ws-url", "wss://h:8084/mqtt"}, "-mqtt-ws-url"},
+		{[]string{"-database-url", "postgres://x", "-mqtt-wss-url", "ws://h:8083/mqtt"}, "-mqtt-wss-url"},
 		{[]string{"-database-url", "postgres://x", "-cors-origin", "dash.example.com"}, "-cors-origin"},
 		{[]string{"-database-url", "postgres://x", "-key-encryption-key", "short"}, "-key-encryption-key"},
 		{[]string{"-database-url", "postgres://x", "-key-rotation", "1m"}, "-key-rotation"},

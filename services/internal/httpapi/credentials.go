@@ -25,6 +25,7 @@ type createCredentialRequest struct {
 
 type credentialJSON struct {
 	ID        string     `json:"id"`
+	Kind      string     `json:"kind"`
 	Name      string     `json:"name"`
 	ACL       store.ACL  `json:"acl"`
 	ExpiresAt *time.Time `json:"expires_at"`
@@ -42,7 +43,7 @@ type createdCredentialJSON struct {
 }
 
 func credentialOut(c store.Credential) credentialJSON {
-	return credentialJSON{ID: c.ID, Name: c.Name, ACL: c.ACL, ExpiresAt: c.ExpiresAt, CreatedAt: c.CreatedAt, RevokedAt: c.RevokedAt, KID: c.KID}
+	return credentialJSON{ID: c.ID, Kind: c.Kind, Name: c.Name, ACL: c.ACL, ExpiresAt: c.ExpiresAt, CreatedAt: c.CreatedAt, RevokedAt: c.RevokedAt, KID: c.KID}
 }
 
 func checkFilters(v *validator, field string, filters []string) []string {
@@ -116,12 +117,25 @@ func (a *api) createCredential(w http.ResponseWriter, r *http.Request) error {
 	})
 }
 
+// listCredentials lists device credentials; ?kind=inspector lists the
+// tenant's inspector credentials (the dashboard's, from POST
+// .../inspector-token) instead, ?kind=all both.
 func (a *api) listCredentials(w http.ResponseWriter, r *http.Request) error {
 	p, err := parsePage(r)
 	if err != nil {
 		return err
 	}
-	cs, next, err := a.store.ListCredentials(r.Context(), tenantFrom(r.Context()).ID, p)
+	kind := r.URL.Query().Get("kind")
+	switch kind {
+	case "":
+		kind = store.KindDevice
+	case store.KindDevice, store.KindInspector:
+	case "all":
+		kind = ""
+	default:
+		return invalid("kind", "must be device, inspector or all")
+	}
+	cs, next, err := a.store.ListCredentials(r.Context(), tenantFrom(r.Context()).ID, kind, p)
 	if err != nil {
 		return err
 	}

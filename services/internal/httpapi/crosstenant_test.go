@@ -55,6 +55,7 @@ func TestCrossTenant(t *testing.T) {
 		{"GET", ta + "/credentials/" + cid, nil},
 		{"DELETE", ta + "/credentials/" + cid, nil},
 		{"POST", ta + "/credentials/" + cid + "/token", nil},
+		{"POST", ta + "/inspector-token", map[string]bool{"publish": true}},
 		{"GET", ta + "/quotas", nil},
 		{"PUT", ta + "/quotas", map[string]int{"max_connections": 1}},
 		{"GET", ta + "/topics", nil},

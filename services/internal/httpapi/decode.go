@@ -88,15 +88,24 @@ func jsonKind(k string) string {
 	return "a number"
 }
 
-// Pagination bounds.
+// Pagination bounds of the lists keyed by (created_at, id). A list keyed
+// by an id alone (sessions, by client id) has a pageKind of its own.
 const (
 	defaultLimit = 50
 	maxLimit     = 200
 )
 
+// pageKind describes how a list pages.
+type pageKind struct {
+	def, max int
+	byID     bool // the cursor holds only an id, no time
+}
+
+var pageByTime = pageKind{def: defaultLimit, max: maxLimit}
+
 // cursorJSON is a cursor's hidden form.
 type cursorJSON struct {
-	T time.Time `json:"t"`
+	T time.Time `json:"t,omitzero"`
 	I string    `json:"i"`
 }
 
@@ -109,14 +118,17 @@ func encodeCursor(c *store.Cursor) *string {
 	return &s
 }
 
-// parsePage reads ?limit= and ?cursor=.
-func parsePage(r *http.Request) (store.Page, error) {
+// parsePage reads ?limit= and ?cursor= of a list keyed by (created_at, id).
+func parsePage(r *http.Request) (store.Page, error) { return parsePageOf(r, pageByTime) }
+
+// parsePageOf reads ?limit= and ?cursor= of a list that pages like k.
+func parsePageOf(r *http.Request, k pageKind) (store.Page, error) {
 	q := r.URL.Query()
-	p := store.Page{Limit: defaultLimit}
+	p := store.Page{Limit: k.def}
 	var v validator
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		v.check(err == nil && n >= 1 && n <= maxLimit, "limit", fmt.Sprintf("must be an integer from 1 to %d", maxLimit))
+		v.check(err == nil && n >= 1 && n <= k.max, "limit", fmt.Sprintf("must be an integer from 1 to %d", k.max))
 		p.Limit = n
 	}
 	if s := q.Get("cursor"); s != "" {
@@ -125,7 +137,7 @@ func parsePage(r *http.Request) (store.Page, error) {
 		if err == nil {
 			err = json.Unmarshal(b, &c)
 		}
-		if err != nil || c.I == "" || c.T.IsZero() {
+		if err != nil || c.I == "" || c.T.IsZero() != k.byID {
 			v.add("cursor", "is not a cursor this API returned")
 		} else {
 			p.After = &store.Cursor{At: c.T, ID: c.I}

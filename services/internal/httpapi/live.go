@@ -4,7 +4,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"berth.dev/services/internal/nodeclient"
 	"berth.dev/services/internal/store"
@@ -147,7 +149,25 @@ func (a *api) publish(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusAccepted, map[string]bool{"accepted": true})
 }
 
+// sessionPages: a tenant may hold many sessions, so its pages are larger.
+var sessionPages = pageKind{def: 100, max: 1000, byID: true}
+
+// listSessions pages through the tenant's sessions by client id,
+// ascending: ?state=connected|offline (default both), ?prefix= (client
+// ids starting with it), ?limit= and ?cursor=. The node answers its whole
+// list (its admin API takes no filters); the API filters and pages it.
 func (a *api) listSessions(w http.ResponseWriter, r *http.Request) error {
+	var v validator
+	p, err := parsePageOf(r, sessionPages)
+	if verr := (*validationError)(nil); errors.As(err, &verr) {
+		v.fields = verr.fields // reported together with state's
+	}
+	q := r.URL.Query()
+	state, prefix := q.Get("state"), q.Get("prefix")
+	v.check(state == "" || state == "connected" || state == "offline", "state", "must be connected or offline")
+	if err := v.err(); err != nil {
+		return err
+	}
 	addr, err := a.nodeAddr(r)
 	if err != nil {
 		return err
@@ -156,10 +176,28 @@ func (a *api) listSessions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if ss == nil {
-		ss = []nodeclient.Session{}
+	slices.SortFunc(ss, func(x, y nodeclient.Session) int { return strings.Compare(x.ClientID, y.ClientID) })
+	from := prefix
+	if p.After != nil && p.After.ID >= from {
+		from = p.After.ID + "\x00" // the least string after the cursor
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"items": ss})
+	i, _ := slices.BinarySearchFunc(ss, from, func(s nodeclient.Session, id string) int { return strings.Compare(s.ClientID, id) })
+	out := make([]nodeclient.Session, 0, min(p.Limit, len(ss)-i))
+	var next *store.Cursor
+	for _, s := range ss[i:] {
+		if !strings.HasPrefix(s.ClientID, prefix) {
+			break // sorted: past the prefix, nothing more matches
+		}
+		if (state == "connected" && !s.Connected) || (state == "offline" && s.Connected) {
+			continue
+		}
+		if len(out) == p.Limit {
+			next = &store.Cursor{ID: out[len(out)-1].ClientID}
+			break
+		}
+		out = append(out, s)
+	}
+	return writeJSON(w, http.StatusOK, newList(out, next))
 }
 
 func (a *api) kickSession(w http.ResponseWriter, r *http.Request) error {

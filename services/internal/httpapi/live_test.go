@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -76,6 +77,7 @@ type fakeNode struct {
 	mu       sync.Mutex
 	requests []string
 	publish  map[string]any
+	sessions []map[string]any // GET sessions answers these when set
 }
 
 func (f *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -94,6 +96,10 @@ func (f *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(v)
 	}
 	switch {
+	case r.Method == "GET" && sub == "sessions" && f.sessions != nil:
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		js(200, map[string]any{"sessions": f.sessions})
 	case r.Method == "GET" && sub == "sessions":
 		js(200, map[string]any{"sessions": []map[string]any{{"client_id": "dev-1", "connected": true, "protocol_version": 5,
 			"remote_addr": "10.0.0.1:5000", "connected_at": "2026-01-01T00:00:00Z", "subscriptions": 2, "queued_messages": 0}}})
@@ -195,4 +201,126 @@ func TestLiveViewsThroughNode(t *testing.T) {
 			t.Fatalf("request %q not scoped to the tenant", req)
 		}
 	}
+}
+
+// TestSessionsPaging: the API filters the node's sessions by state and
+// client-id prefix and pages them by client id, whatever order the node
+// answers in.
+func TestSessionsPaging(t *testing.T) {
+	e := newEnv(t)
+	fn := &fakeNode{sessions: []map[string]any{}}
+	// 12 sessions in a scrambled order: sensor-00 … sensor-09 (even ones
+	// connected), gw-a (connected) and gw-b (offline).
+	for _, i := range []int{7, 3, 9, 0, 5, 1, 8, 2, 6, 4} {
+		fn.sessions = append(fn.sessions, map[string]any{"client_id": fmt.Sprintf("sensor-%02d", i), "connected": i%2 == 0})
+	}
+	fn.sessions = append(fn.sessions, map[string]any{"client_id": "gw-b", "connected": false}, map[string]any{"client_id": "gw-a", "connected": true})
+	node := httptest.NewServer(fn)
+	t.Cleanup(node.Close)
+	if err := e.store.UpsertNode(context.Background(), store.Node{ID: "n1", MQTTAddr: "127.0.0.1:7883", AdminAddr: node.Listener.Addr().String(), Capacity: 10, HeartbeatAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	u := e.signup("ada@example.com")
+	base := "/v1/tenants/" + u.tenantID + "/sessions"
+
+	type page struct {
+		Items []struct {
+			ClientID  string `json:"client_id"`
+			Connected bool   `json:"connected"`
+		} `json:"items"`
+		NextCursor *string `json:"next_cursor"`
+	}
+	// walk follows next_cursor from query to the end and returns the ids
+	// of each page.
+	walk := func(t *testing.T, query string) [][]string {
+		t.Helper()
+		var pages [][]string
+		cursor := ""
+		for range 20 {
+			q := query
+			if cursor != "" {
+				q += "&cursor=" + url.QueryEscape(cursor)
+			}
+			r := e.do(t, "GET", base+"?"+q, u.key, nil)
+			want(t, r, http.StatusOK)
+			var p page
+			r.json(t, &p)
+			ids := []string{}
+			for _, it := range p.Items {
+				ids = append(ids, it.ClientID)
+			}
+			pages = append(pages, ids)
+			if p.NextCursor == nil {
+				return pages
+			}
+			cursor = *p.NextCursor
+		}
+		t.Fatalf("%s: no end after 20 pages", query)
+		return nil
+	}
+	for _, tc := range []struct {
+		name, query string
+		want        string
+	}{
+		{"everything, default limit", "", "[[gw-a gw-b sensor-00 sensor-01 sensor-02 sensor-03 sensor-04 sensor-05 sensor-06 sensor-07 sensor-08 sensor-09]]"},
+		{"pages of 5", "limit=5", "[[gw-a gw-b sensor-00 sensor-01 sensor-02] [sensor-03 sensor-04 sensor-05 sensor-06 sensor-07] [sensor-08 sensor-09]]"},
+		{"exact last page", "limit=6", "[[gw-a gw-b sensor-00 sensor-01 sensor-02 sensor-03] [sensor-04 sensor-05 sensor-06 sensor-07 sensor-08 sensor-09]]"},
+		{"connected", "state=connected&limit=4", "[[gw-a sensor-00 sensor-02 sensor-04] [sensor-06 sensor-08]]"},
+		{"offline", "state=offline", "[[gw-b sensor-01 sensor-03 sensor-05 sensor-07 sensor-09]]"},
+		{"prefix", "prefix=sensor-0&limit=8", "[[sensor-00 sensor-01 sensor-02 sensor-03 sensor-04 sensor-05 sensor-06 sensor-07] [sensor-08 sensor-09]]"},
+		{"prefix and state", "prefix=gw-&state=offline", "[[gw-b]]"},
+		{"prefix matching nothing", "prefix=zzz", "[[]]"},
+		{"prefix before every id", "prefix=a", "[[]]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := fmt.Sprint(walk(t, tc.query)); got != tc.want {
+				t.Fatalf("pages %s, want %s", got, tc.want)
+			}
+		})
+	}
+
+	// Fields pass through from the node.
+	r := e.do(t, "GET", base+"?prefix=gw-a", u.key, nil)
+	want(t, r, http.StatusOK)
+	var p page
+	r.json(t, &p)
+	if len(p.Items) != 1 || !p.Items[0].Connected || p.NextCursor != nil {
+		t.Fatalf("gw-a: %s", r.body)
+	}
+
+	// A tenants cursor (time and id) is not a sessions cursor.
+	tl := e.do(t, "GET", "/v1/tenants?limit=1", u.key, nil)
+	want(t, tl, http.StatusOK)
+	e.do(t, "POST", "/v1/tenants", u.key, map[string]string{"slug": "second"})
+	tl = e.do(t, "GET", "/v1/tenants?limit=1", u.key, nil)
+	var tp page
+	tl.json(t, &tp)
+	if tp.NextCursor == nil {
+		t.Fatalf("tenants page %s has no cursor", tl.body)
+	}
+	for _, tc := range []struct{ query, fields string }{
+		{"limit=0", "[limit]"},
+		{"limit=1001", "[limit]"},
+		{"limit=ten", "[limit]"},
+		{"state=online", "[state]"},
+		{"cursor=not-a-cursor", "[cursor]"},
+		{"cursor=" + url.QueryEscape(*tp.NextCursor), "[cursor]"},
+		{"limit=0&state=online", "[limit state]"},
+	} {
+		r := e.do(t, "GET", base+"?"+tc.query, u.key, nil)
+		want(t, r, http.StatusUnprocessableEntity)
+		var fields []string
+		for _, f := range r.problem(t).Errors {
+			fields = append(fields, f.Field)
+		}
+		if fmt.Sprint(fields) != tc.fields {
+			t.Fatalf("%s: fields %v, want %s", tc.query, fields, tc.fields)
+		}
+	}
+	// And a sessions cursor is not a tenants cursor.
+	r = e.do(t, "GET", base+"?limit=1", u.key, nil)
+	r.json(t, &p)
+	want(t, e.do(t, "GET", "/v1/tenants?cursor="+url.QueryEscape(*p.NextCursor), u.key, nil), http.StatusUnprocessableEntity)
+	// The largest page is allowed.
+	want(t, e.do(t, "GET", base+"?limit=1000", u.key, nil), http.StatusOK)
 }

@@ -138,6 +138,9 @@ func problemFor(err error) Problem {
 		return p(http.StatusConflict, "credential-revoked", "Credential revoked", "a revoked credential gets no new tokens; create a new credential")
 	case errors.Is(err, errCredentialExpired):
 		return p(http.StatusConflict, "credential-expired", "Credential expired", "an expired credential gets no new tokens; create a new credential")
+	case errors.Is(err, errInspectorCredential):
+		return p(http.StatusConflict, "inspector-credential", "Inspector credential",
+			"an inspector credential gets short-lived tokens only from POST /v1/tenants/{tid}/inspector-token")
 	case errors.Is(err, errRateLimited):
 		return p(http.StatusTooManyRequests, "rate-limited", "Too many requests", "retry after the time in Retry-After")
 	case errors.As(err, &nodeDown):

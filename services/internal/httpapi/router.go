@@ -33,10 +33,16 @@ type Options struct {
 
 	Domain        string // tenant endpoints are <slug>.<Domain>
 	MQTTAddr      string // the gateway's host:port, returned with credentials
+	MQTTTLSAddr   string // the gateway's MQTT over TLS host:port; empty: none
+	MQTTWSURL     string // the gateway's MQTT over WebSocket URL (ws://host:port/mqtt); empty: none
+	MQTTWSSURL    string // the gateway's MQTT over secure WebSocket URL (wss://…); empty: none
 	Issuer        string // iss claim of credential tokens
 	CORSOrigin    string // the dashboard origin; empty disables CORS
 	AuthRateLimit int    // signup/login/refresh requests per minute per IP
 	SecureCookies bool
+	// Dashboard, when set, answers GET and HEAD requests that no route
+	// matches outside /v1, /healthz, /readyz and /metrics.
+	Dashboard http.Handler
 }
 
 // api holds the handlers' dependencies.
@@ -67,7 +73,7 @@ func NewRouter(o Options) (chi.Router, error) {
 
 	r := chi.NewRouter()
 	r.Use(requestID(o.Logger), m.observe, recoverer, cors(o.CORSOrigin), bodyLimit)
-	r.NotFound(handler(func(http.ResponseWriter, *http.Request) error { return errRouteNotFound }))
+	r.NotFound(withDashboard(o.Dashboard, handler(func(http.ResponseWriter, *http.Request) error { return errRouteNotFound })))
 	r.MethodNotAllowed(handler(func(http.ResponseWriter, *http.Request) error { return errMethodNotAllowed }))
 
 	r.Get("/healthz", a.healthz)
@@ -110,6 +116,7 @@ func NewRouter(o Options) (chi.Router, error) {
 				r.Get("/tenants/{tid}/credentials/{cid}", handler(a.getCredential))
 				r.Delete("/tenants/{tid}/credentials/{cid}", handler(a.revokeCredential))
 				r.Post("/tenants/{tid}/credentials/{cid}/token", handler(a.issueToken))
+				r.Post("/tenants/{tid}/inspector-token", handler(a.inspectorToken))
 
 				r.Get("/tenants/{tid}/quotas", handler(a.getQuotas))
 				r.Put("/tenants/{tid}/quotas", handler(a.putQuotas))

@@ -23,18 +23,33 @@ func urlParam(r *http.Request, name string) string {
 }
 
 type tenantJSON struct {
-	ID        string    `json:"id"`
-	Slug      string    `json:"slug"`
-	Plan      string    `json:"plan"`
-	Endpoint  string    `json:"endpoint"`
-	NodeID    *string   `json:"node_id"`
-	CreatedAt time.Time `json:"created_at"`
+	ID        string        `json:"id"`
+	Slug      string        `json:"slug"`
+	Plan      string        `json:"plan"`
+	Endpoint  string        `json:"endpoint"`
+	Endpoints endpointsJSON `json:"endpoints"`
+	NodeID    *string       `json:"node_id"`
+	CreatedAt time.Time     `json:"created_at"`
+}
+
+// endpointsJSON is where clients reach the gateway, one entry per
+// listener; a listener the API was not told about (-mqtt-tls-addr,
+// -mqtt-ws-url, -mqtt-wss-url left empty) is left out.
+type endpointsJSON struct {
+	MQTT  string `json:"mqtt,omitempty"`  // host:port, MQTT over TCP
+	MQTTS string `json:"mqtts,omitempty"` // host:port, MQTT over TLS
+	WS    string `json:"ws,omitempty"`    // ws:// URL, MQTT over WebSocket
+	WSS   string `json:"wss,omitempty"`   // wss:// URL, MQTT over secure WebSocket
 }
 
 func (a *api) endpoint(slug string) string { return slug + "." + a.opts.Domain }
 
+func (a *api) endpoints() endpointsJSON {
+	return endpointsJSON{MQTT: a.opts.MQTTAddr, MQTTS: a.opts.MQTTTLSAddr, WS: a.opts.MQTTWSURL, WSS: a.opts.MQTTWSSURL}
+}
+
 func (a *api) tenantOut(t store.Tenant) tenantJSON {
-	return tenantJSON{ID: t.ID, Slug: t.Slug, Plan: t.Plan, Endpoint: a.endpoint(t.Slug), NodeID: t.NodeID, CreatedAt: t.CreatedAt}
+	return tenantJSON{ID: t.ID, Slug: t.Slug, Plan: t.Plan, Endpoint: a.endpoint(t.Slug), Endpoints: a.endpoints(), NodeID: t.NodeID, CreatedAt: t.CreatedAt}
 }
 
 func (a *api) listTenants(w http.ResponseWriter, r *http.Request) error {

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"berth.dev/billing/plan"
+	"berth.dev/services/internal/httpapi"
 	"berth.dev/services/internal/store"
 )
 
@@ -280,4 +282,71 @@ func TestTopicRules(t *testing.T) {
 
 	want(t, e.do(t, "DELETE", path+"/"+rule.ID, u.key, nil), http.StatusNoContent)
 	want(t, e.do(t, "DELETE", path+"/"+rule.ID, u.key, nil), http.StatusNotFound)
+}
+
+// Every tenant answer (get, create, list, update) carries the gateway's
+// endpoints; a listener the API was not told about is left out.
+func TestTenantEndpoints(t *testing.T) {
+	all := func(o *httpapi.Options) {
+		o.MQTTTLSAddr = "mqtt.example.com:8883"
+		o.MQTTWSURL = "ws://mqtt.example.com:8083/mqtt"
+		o.MQTTWSSURL = "wss://mqtt.example.com:8084/mqtt"
+	}
+	wsOnly := func(o *httpapi.Options) { o.MQTTWSURL = "ws://127.0.0.1:8083/mqtt" }
+	for _, tc := range []struct {
+		name   string
+		opt    func(*httpapi.Options)
+		want   string // the endpoints object
+		wantWS string // the inspector token's ws_url ("" for null)
+	}{
+		{"only TCP", func(*httpapi.Options) {}, `{"mqtt":"127.0.0.1:1883"}`, ""},
+		{"TCP and WebSocket", wsOnly, `{"mqtt":"127.0.0.1:1883","ws":"ws://127.0.0.1:8083/mqtt"}`, "ws://127.0.0.1:8083/mqtt"},
+		{"every listener", all,
+			`{"mqtt":"127.0.0.1:1883","mqtts":"mqtt.example.com:8883","ws":"ws://mqtt.example.com:8083/mqtt","wss":"wss://mqtt.example.com:8084/mqtt"}`,
+			"wss://mqtt.example.com:8084/mqtt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, tc.opt)
+			u := e.signup("ada@example.com")
+			type withEndpoints struct {
+				Endpoints json.RawMessage `json:"endpoints"`
+			}
+			check := func(what string, r resp, status int) {
+				t.Helper()
+				want(t, r, status)
+				var one withEndpoints
+				var list struct{ Items []withEndpoints }
+				r.json(t, &one)
+				r.json(t, &list)
+				got := [][]byte{one.Endpoints}
+				if one.Endpoints == nil {
+					got = nil
+					for _, it := range list.Items {
+						got = append(got, it.Endpoints)
+					}
+				}
+				if len(got) == 0 {
+					t.Fatalf("%s: no endpoints in %s", what, r.body)
+				}
+				for _, g := range got {
+					if string(g) != tc.want {
+						t.Fatalf("%s: endpoints %s, want %s", what, g, tc.want)
+					}
+				}
+			}
+			check("get", e.do(t, "GET", "/v1/tenants/"+u.tenantID, u.key, nil), http.StatusOK)
+			check("create", e.do(t, "POST", "/v1/tenants", u.key, map[string]string{"slug": "second"}), http.StatusCreated)
+			check("list", e.do(t, "GET", "/v1/tenants", u.key, nil), http.StatusOK)
+			check("update", e.do(t, "PATCH", "/v1/tenants/"+u.tenantID, u.key, map[string]string{"slug": "renamed"}), http.StatusOK)
+
+			out := e.inspectorToken(t, u, u.key, nil)
+			got := "" // null
+			if out.WSURL != nil {
+				got = *out.WSURL
+			}
+			if got != tc.wantWS {
+				t.Fatalf("inspector ws_url %q, want %q", got, tc.wantWS)
+			}
+		})
+	}
 }

@@ -11,9 +11,14 @@ import (
 	"berth.dev/services/internal/store"
 )
 
-// errCredentialExpired refuses a fresh token for a credential whose own
-// expiry has passed (409).
-var errCredentialExpired = errors.New("httpapi: credential expired")
+var (
+	// errCredentialExpired refuses a fresh token for a credential whose own
+	// expiry has passed (409).
+	errCredentialExpired = errors.New("httpapi: credential expired")
+	// errInspectorCredential refuses a token for an inspector credential
+	// other than through POST .../inspector-token, which bounds its life (409).
+	errInspectorCredential = errors.New("httpapi: inspector credential")
+)
 
 type issueTokenRequest struct {
 	ExpiresAt *string `json:"expires_at"` // RFC 3339; parsed here to name the field on error
@@ -43,6 +48,8 @@ func (a *api) issueToken(w http.ResponseWriter, r *http.Request) error {
 	}
 	now := time.Now()
 	switch {
+	case c.Kind == store.KindInspector:
+		return errInspectorCredential
 	case c.RevokedAt != nil:
 		return store.ErrRevoked
 	case c.ExpiresAt != nil && !c.ExpiresAt.After(now):

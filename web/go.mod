@@ -1,0 +1,3 @@
+module berth.dev/web
+
+go 1.26
