@@ -4,13 +4,15 @@ SHELL := /bin/bash
 
 MODULES := broker gateway services billing migrations e2e testenv bench
 PKGS    := $(foreach m,$(MODULES),./$(m)/...)
+# The dashboard's Go package, named alone: web/node_modules may hold .go files.
+GOPKGS  := $(PKGS) ./web
 GO      ?= go
 DEV     := infra/dev
 
 export BERTH_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:$(or $(BERTH_PG_PORT),54329)/postgres?sslmode=disable
 export BERTH_TEST_REDIS_URL    ?= redis://127.0.0.1:$(or $(BERTH_REDIS_PORT),63790)/0
 
-.PHONY: help run test lint bench bench-micro fuzz dev-up dev-down build clean
+.PHONY: help run test lint bench bench-micro fuzz dev-up dev-down build clean web web-deps
 
 help: ## show this help
 	@echo "Berth: multi-tenant hosted MQTT."
@@ -20,13 +22,14 @@ help: ## show this help
 run: ## run the whole stack locally (Postgres, Redis, api, broker node, gateway) with a demo credential
 	@$(DEV)/run.sh
 
-test: dev-up ## run every module's tests with -race against a private Postgres and Redis
-	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+test: dev-up web ## run every module's tests with -race against a private Postgres and Redis, then the dashboard's
+	$(GO) test -race -count=1 -timeout 15m $(GOPKGS)
+	cd web && npm test
 
 lint: ## gofmt, go vet and staticcheck over every module
-	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet $(PKGS)
-	@$(DEV)/staticcheck.sh $(PKGS)
+	@out=$$(gofmt -l $(MODULES) web/*.go); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(GOPKGS)
+	@$(DEV)/staticcheck.sh $(GOPKGS)
 
 bench: ## Berth vs mosquitto and mochi-mqtt on loopback, one table in bench/results/ (BENCH_FLAGS=-quick: smoke run)
 	@bench/run.sh $(BENCH_FLAGS)
@@ -37,7 +40,13 @@ bench-micro: ## codec, topic, WAL, fan-out and quota micro-benchmarks (-benchmem
 fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	@$(DEV)/fuzz.sh $(or $(FUZZTIME),30s)
 
-build: ## build every binary into .run/bin
+web-deps: ## install the dashboard's npm packages (npm ci) and chromium for its browser tests
+	@$(DEV)/web-deps.sh
+
+web: web-deps ## build the dashboard into web/dist, which the API binary embeds
+	cd web && npm run build
+
+build: ## build every binary into .run/bin (the API embeds web/dist as it is: `make web` first for the dashboard)
 	@mkdir -p .run/bin
 	@for m in $(MODULES); do for d in $$m/cmd/*/; do [ -d "$$d" ] || continue; \
 		$(GO) build -o .run/bin/ ./$$d || exit 1; done; done

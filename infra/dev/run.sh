@@ -46,6 +46,12 @@ set -a; . "$secrets"; set +a
 export DATABASE_URL REDIS_URL
 
 log "building"
+# The dashboard first: the API binary embeds web/dist.
+if command -v npm >/dev/null; then
+	make --no-print-directory -C "$BERTH_ROOT" web
+else
+	log "npm not found: skipping the dashboard build (the API answers 503 outside /v1)"
+fi
 go build -o "$BIN/" ./migrations/cmd/migrate
 "$BIN/migrate" -database-url "$DATABASE_URL"
 have() { [ -d "$1" ] && go build -o "$BIN/" "./$1"; }
@@ -73,7 +79,7 @@ if [ -n "$full" ]; then
 fi
 if [ -n "$api" ]; then
 	start api -listen "$API_ADDR" -database-url "$DATABASE_URL" -mqtt-addr "$MQTT_ADDR" \
-		-log-format text -secure-cookies=false
+		-mqtt-ws-url "ws://$WS_ADDR/mqtt" -log-format text -secure-cookies=false
 	wait_port "$API_ADDR" api
 	echo "  api        http://$API_ADDR  (REST at /v1, health at /healthz, metrics at /metrics)"
 fi
@@ -104,6 +110,8 @@ if [ -n "$full" ] && [ -n "$api" ]; then
 	echo "  mosquitto_sub -h $h -p $p -u \"\$BERTH_MQTT_USERNAME\" -P \"\$BERTH_MQTT_PASSWORD\" -t 'demo/#' -v"
 	echo "  mosquitto_pub -h $h -p $p -u \"\$BERTH_MQTT_USERNAME\" -P \"\$BERTH_MQTT_PASSWORD\" -t demo/hello -m hi"
 	echo "  curl -H \"Authorization: Bearer \$BERTH_API_KEY\" http://$API_ADDR/v1/tenants/\$BERTH_TENANT_ID/sessions"
+	echo
+	echo "Dashboard: http://$API_ADDR  (log in as demo@berth.localhost / ${BERTH_DEMO_PASSWORD:-berth-demo-password})"
 else
 	printf 'BERTH_MQTT_ADDR=%s\n' "$MQTT_ADDR" >"$demo"
 	echo
