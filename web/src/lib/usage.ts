@@ -7,7 +7,7 @@ export type UsagePoint = NonNullable<Schemas['Usage']['points']>[number];
 export async function usageIn(tid: string, w: Window): Promise<UsagePoint[]> {
   const u = await must(
     api.GET('/v1/tenants/{tid}/usage', {
-      params: { path: { tid }, query: { from: w.from.toISOString(), to: w.to.toISOString(), step: w.step } as never },
+      params: { path: { tid }, query: { from: w.from.toISOString(), to: w.to.toISOString(), step: w.step } },
     }),
   );
   return u.points ?? [];

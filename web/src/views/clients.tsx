@@ -20,11 +20,8 @@ export function Clients() {
   const cursor = cursors[cursors.length - 1];
   const sessions = useQuery(
     async () => {
-      const query: Record<string, string | number> = { limit: 50 };
-      if (state) query.state = state;
-      if (prefix) query.prefix = prefix;
-      if (cursor) query.cursor = cursor;
-      return must(api.GET('/v1/tenants/{tid}/sessions', { params: { path: { tid }, query: query as never } }));
+      const query = { limit: 50, state: state || undefined, prefix: prefix || undefined, cursor };
+      return must(api.GET('/v1/tenants/{tid}/sessions', { params: { path: { tid }, query } }));
     },
     [tid, state, prefix, cursor],
     5000,

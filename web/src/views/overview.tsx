@@ -25,7 +25,7 @@ export function Overview() {
       const five = windows('1h', Date.now()).current;
       five.from = new Date(five.to.getTime() - 5 * 60_000);
       const [sessions, quotas, recent, month, traces] = await Promise.all([
-        must(api.GET('/v1/tenants/{tid}/sessions', { params: { path: { tid }, query: { state: 'connected', limit: 1000 } as never } })),
+        must(api.GET('/v1/tenants/{tid}/sessions', { params: { path: { tid }, query: { state: 'connected', limit: 1000 } } })),
         must(api.GET('/v1/tenants/{tid}/quotas', { params: { path: { tid } } })),
         usageIn(tid, five),
         usageIn(tid, { from: monthStart(Date.now()), to: five.to, stepMs: 86_400_000, step: '24h' }),

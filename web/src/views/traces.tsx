@@ -30,7 +30,7 @@ function TraceList() {
       let cursor: string | undefined;
       // Up to 1,000 of the newest sampled traces in the window.
       for (let i = 0; i < 5; i++) {
-        const page = await must(api.GET('/v1/tenants/{tid}/traces', { params: { path: { tid }, query: { limit: 200, from: w.from.toISOString(), to: w.to.toISOString(), ...(cursor ? { cursor } : {}) } as never } }));
+        const page = await must(api.GET('/v1/tenants/{tid}/traces', { params: { path: { tid }, query: { limit: 200, from: w.from.toISOString(), to: w.to.toISOString(), cursor } } }));
         items.push(...(page.items ?? []));
         if (!page.next_cursor) break;
         cursor = page.next_cursor;
