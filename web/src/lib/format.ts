@@ -13,6 +13,7 @@ export function bytes(n: number): string {
 }
 
 export function count(n: number): string {
+  if (n > 0 && n < 1) return n.toFixed(2);
   if (Math.abs(n) < 10_000) return n.toLocaleString('en-US', { maximumFractionDigits: 1 });
   const k = ['', 'k', 'M', 'G', 'T'];
   let i = 0;

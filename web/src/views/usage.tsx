@@ -65,7 +65,7 @@ export function Usage() {
                   Export CSV
                 </a>
                 <span class="muted small">
-                  {points.length} days with data; this month so far: {count(sum(month, 'messages_in'))} messages in, {count(sum(month, 'messages_out'))} out.
+                  {points.filter((p) => (p.messages_in ?? 0) + (p.messages_out ?? 0) + (p.connection_seconds ?? 0) > 0).length} of {pointCount(w)} days with traffic; this month so far: {count(sum(month, 'messages_in'))} messages in, {count(sum(month, 'messages_out'))} out.
                 </span>
               </div>
               <div class="grid wide">
