@@ -237,3 +237,18 @@ func (a *api) revokeAPIKey(w http.ResponseWriter, r *http.Request) error {
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
+
+type accountJSON struct {
+	ID        string    `json:"id"`
+	Email     string    `json:"email"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// getAccount answers who the caller is: the dashboard's Settings page shows it.
+func (a *api) getAccount(w http.ResponseWriter, r *http.Request) error {
+	acc, err := a.store.AccountByID(r.Context(), principalFrom(r.Context()).AccountID)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, accountJSON{ID: acc.ID, Email: acc.Email, CreatedAt: acc.CreatedAt})
+}

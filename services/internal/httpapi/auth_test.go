@@ -235,3 +235,16 @@ func TestHugeChunkedBody(t *testing.T) {
 	want(t, r, http.StatusRequestEntityTooLarge)
 	r.problem(t)
 }
+
+func TestAccount(t *testing.T) {
+	e := newEnv(t)
+	u := e.signup("grace@example.com")
+	r := e.do(t, "GET", "/v1/account", u.key, nil)
+	want(t, r, http.StatusOK)
+	var acc struct{ ID, Email string }
+	r.json(t, &acc)
+	if acc.ID == "" || acc.Email != "grace@example.com" {
+		t.Fatalf("account %s", r.body)
+	}
+	want(t, e.do(t, "GET", "/v1/account", "", nil), http.StatusUnauthorized)
+}

@@ -61,6 +61,7 @@ func TestCrossTenant(t *testing.T) {
 		{"GET", ta + "/topics", nil},
 		{"POST", ta + "/topics", map[string]any{"filter": "x/#"}},
 		{"DELETE", ta + "/topics/" + rule.ID, nil},
+		{"PATCH", ta + "/topics/" + rule.ID, map[string]any{"filter": "y/#"}},
 		{"GET", ta + "/topics/live", nil},
 		{"GET", ta + "/retained", nil},
 		{"DELETE", ta + "/retained?filter=%23", nil},

@@ -99,6 +99,7 @@ func NewRouter(o Options) (chi.Router, error) {
 		r.Group(func(r chi.Router) {
 			r.Use(a.authenticate)
 			r.Post("/logout", handler(a.logout))
+			r.Get("/account", handler(a.getAccount))
 			r.Get("/api-keys", handler(a.listAPIKeys))
 			r.Post("/api-keys", handler(a.createAPIKey))
 			r.Delete("/api-keys/{id}", handler(a.revokeAPIKey))
@@ -123,6 +124,7 @@ func NewRouter(o Options) (chi.Router, error) {
 
 				r.Get("/tenants/{tid}/topics", handler(a.listTopicRules))
 				r.Post("/tenants/{tid}/topics", handler(a.createTopicRule))
+				r.Patch("/tenants/{tid}/topics/{id}", handler(a.updateTopicRule))
 				r.Delete("/tenants/{tid}/topics/{id}", handler(a.deleteTopicRule))
 
 				r.Get("/tenants/{tid}/topics/live", handler(a.liveTopics))

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -53,29 +54,11 @@ func (a *api) createTopicRule(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	t := tenantFrom(r.Context())
-	p, err := plan.Lookup(t.Plan)
-	if err != nil {
-		return err
-	}
-	var v validator
-	checkTopicFilter(&v, "filter", req.Filter)
-	if req.RetentionSeconds != nil {
-		v.check(*req.RetentionSeconds >= 0 && *req.RetentionSeconds <= p.Max.RetentionSeconds,
-			"retention_seconds", "must be between 0 and the plan's "+itoa(p.Max.RetentionSeconds))
-	}
 	rule := store.TopicRule{ID: store.NewID(store.PrefixTopicRule), TenantID: t.ID, Filter: req.Filter, RetentionSeconds: req.RetentionSeconds, RetainedAllowed: true}
-	if req.MaxMessageSize != nil {
-		ok := *req.MaxMessageSize >= 1 && *req.MaxMessageSize <= p.Max.MaxMessageSize
-		v.check(ok, "max_message_size", "must be between 1 and the plan's "+itoa(p.Max.MaxMessageSize))
-		if ok {
-			n := int32(*req.MaxMessageSize)
-			rule.MaxMessageSize = &n
-		}
-	}
 	if req.RetainedAllowed != nil {
 		rule.RetainedAllowed = *req.RetainedAllowed
 	}
-	if err := v.err(); err != nil {
+	if err := checkTopicRule(t.Plan, &rule, req.MaxMessageSize); err != nil {
 		return err
 	}
 	if err := a.store.CreateTopicRule(r.Context(), &rule); err != nil {
@@ -83,6 +66,107 @@ func (a *api) createTopicRule(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Location", "/v1/tenants/"+t.ID+"/topics/"+rule.ID)
 	return writeJSON(w, http.StatusCreated, topicRuleOut(rule))
+}
+
+// checkTopicRule validates a rule against the MQTT filter rules and the
+// tenant's plan, and sets its maximum message size from maxSize.
+func checkTopicRule(planName string, rule *store.TopicRule, maxSize *int64) error {
+	p, err := plan.Lookup(planName)
+	if err != nil {
+		return err
+	}
+	var v validator
+	checkTopicFilter(&v, "filter", rule.Filter)
+	if rule.RetentionSeconds != nil {
+		v.check(*rule.RetentionSeconds >= 0 && *rule.RetentionSeconds <= p.Max.RetentionSeconds,
+			"retention_seconds", "must be between 0 and the plan's "+itoa(p.Max.RetentionSeconds))
+	}
+	rule.MaxMessageSize = nil
+	if maxSize != nil {
+		ok := *maxSize >= 1 && *maxSize <= p.Max.MaxMessageSize
+		v.check(ok, "max_message_size", "must be between 1 and the plan's "+itoa(p.Max.MaxMessageSize))
+		if ok {
+			n := int32(*maxSize)
+			rule.MaxMessageSize = &n
+		}
+	}
+	return v.err()
+}
+
+// patchField is a field of a PATCH body: Set when the body names it, and
+// Value nil when it names it as null (clear it).
+type patchField[T any] struct {
+	Set   bool
+	Value *T
+}
+
+func (f *patchField[T]) UnmarshalJSON(b []byte) error {
+	f.Set = true
+	if string(b) == "null" {
+		f.Value = nil
+		return nil
+	}
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	f.Value = &v
+	return nil
+}
+
+type updateTopicRuleRequest struct {
+	Filter           patchField[string] `json:"filter"`
+	RetentionSeconds patchField[int64]  `json:"retention_seconds"`
+	RetainedAllowed  patchField[bool]   `json:"retained_allowed"`
+	MaxMessageSize   patchField[int64]  `json:"max_message_size"`
+}
+
+// updateTopicRule changes the fields the body names; null clears retention
+// or size back to the tenant's quota. The same checks as on create apply.
+func (a *api) updateTopicRule(w http.ResponseWriter, r *http.Request) error {
+	var req updateTopicRuleRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	t := tenantFrom(r.Context())
+	rule, err := a.store.TopicRule(r.Context(), t.ID, urlParam(r, "id"))
+	if err != nil {
+		return err
+	}
+	var v validator
+	if req.Filter.Set {
+		v.check(req.Filter.Value != nil, "filter", "must not be null")
+		if req.Filter.Value != nil {
+			rule.Filter = *req.Filter.Value
+		}
+	}
+	if req.RetainedAllowed.Set {
+		v.check(req.RetainedAllowed.Value != nil, "retained_allowed", "must be true or false")
+		if req.RetainedAllowed.Value != nil {
+			rule.RetainedAllowed = *req.RetainedAllowed.Value
+		}
+	}
+	if err := v.err(); err != nil {
+		return err
+	}
+	if req.RetentionSeconds.Set {
+		rule.RetentionSeconds = req.RetentionSeconds.Value
+	}
+	var maxSize *int64
+	if rule.MaxMessageSize != nil {
+		n := int64(*rule.MaxMessageSize)
+		maxSize = &n
+	}
+	if req.MaxMessageSize.Set {
+		maxSize = req.MaxMessageSize.Value
+	}
+	if err := checkTopicRule(t.Plan, &rule, maxSize); err != nil {
+		return err
+	}
+	if err := a.store.UpdateTopicRule(r.Context(), rule); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, topicRuleOut(rule))
 }
 
 func (a *api) deleteTopicRule(w http.ResponseWriter, r *http.Request) error {

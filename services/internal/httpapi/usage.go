@@ -96,6 +96,8 @@ type traceSummaryJSON struct {
 	Start      time.Time `json:"start"`
 	DurationNS int64     `json:"duration_ns"`
 	SpanCount  int       `json:"span_count"`
+	ClientID   string    `json:"client_id"`
+	Error      bool      `json:"error"`
 }
 
 type spanJSON struct {
@@ -108,7 +110,8 @@ type spanJSON struct {
 }
 
 // listTraces pages through sampled traces, newest first, in ?from=&to=
-// (default the last 24 hours).
+// (default the last 24 hours), narrowed by ?kind= (the root span's name),
+// ?client_id=, ?min_duration= (a duration like 5ms) and ?errors=true.
 func (a *api) listTraces(w http.ResponseWriter, r *http.Request) error {
 	var v validator
 	from, to := timeRange(r, &v)
@@ -116,10 +119,26 @@ func (a *api) listTraces(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	q := r.URL.Query()
+	f := store.TraceFilter{RootName: q.Get("kind"), ClientID: q.Get("client_id")}
+	checkName(&v, "kind", f.RootName, false)
+	v.check(len(f.ClientID) <= 65535, "client_id", "must be at most 65535 bytes")
+	if s := q.Get("min_duration"); s != "" {
+		d, err := time.ParseDuration(s)
+		v.check(err == nil && d >= 0, "min_duration", "must be a duration like 500us, 5ms or 1s")
+		f.MinDurationNS = int64(d)
+	}
+	switch q.Get("errors") {
+	case "", "false":
+	case "true":
+		f.ErrorsOnly = true
+	default:
+		v.add("errors", "must be true or false")
+	}
 	if err := v.err(); err != nil {
 		return err
 	}
-	ts, next, err := a.store.ListTraces(r.Context(), tenantFrom(r.Context()).ID, from, to, p)
+	ts, next, err := a.store.ListTraces(r.Context(), tenantFrom(r.Context()).ID, from, to, f, p)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -152,4 +153,75 @@ func TestTraces(t *testing.T) {
 	want(t, e.do(t, "GET", "/v1/tenants/"+u.tenantID+"/traces/"+fmt.Sprintf("%032x", 9), u.key, nil), http.StatusNotFound)
 	want(t, e.do(t, "GET", "/v1/tenants/"+u.tenantID+"/traces/not-hex", u.key, nil), http.StatusNotFound)
 	want(t, e.do(t, "GET", "/v1/tenants/"+u.tenantID+"/traces?cursor=bogus", u.key, nil), http.StatusUnprocessableEntity)
+}
+
+// The trace list narrows by root name, client id, duration and error
+// status on the server, so a tenant with many traces finds the one it
+// wants without paging through the rest.
+func TestTraceFilters(t *testing.T) {
+	e := newEnv(t)
+	u := e.signup("ada@example.com")
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	root := "aaaaaaaaaaaaaaaa"
+	mk := func(n int, name string, dur int64, attrs, childAttrs string) []store.Span {
+		trace := fmt.Sprintf("%032x", n)
+		start := now.Add(-time.Duration(n) * time.Minute)
+		return []store.Span{
+			{TenantID: u.tenantID, TraceID: trace, SpanID: root, Name: name, Start: start, DurationNS: dur, Attributes: []byte(attrs)},
+			{TenantID: u.tenantID, TraceID: trace, SpanID: "bbbbbbbbbbbbbbbb", ParentSpanID: &root, Name: "auth", Start: start, DurationNS: dur / 2, Attributes: []byte(childAttrs)},
+		}
+	}
+	var spans []store.Span
+	spans = append(spans, mk(1, "mqtt.connect", 2_000_000, `{"client_id":"sensor-1","outcome":"connected"}`, `{}`)...)
+	spans = append(spans, mk(2, "mqtt.connect", 9_000_000, `{"client_id":"sensor-2","outcome":"refused","otel.status_code":"ERROR"}`,
+		`{"otel.status_code":"ERROR","otel.status_description":"jwtauth: bad signature"}`)...)
+	spans = append(spans, mk(3, "mqtt.publish", 500_000, `{"topic":"a/b"}`, `{"client_id":"sensor-1"}`)...)
+	if err := e.store.InsertSpans(context.Background(), spans); err != nil {
+		t.Fatal(err)
+	}
+	type item struct {
+		TraceID  string `json:"trace_id"`
+		ClientID string `json:"client_id"`
+		Error    bool   `json:"error"`
+	}
+	list := func(query string) []item {
+		t.Helper()
+		var page struct{ Items []item }
+		r := e.do(t, "GET", "/v1/tenants/"+u.tenantID+"/traces?"+query, u.key, nil)
+		want(t, r, http.StatusOK)
+		r.json(t, &page)
+		return page.Items
+	}
+	ids := func(items []item) (out []int) {
+		for _, it := range items {
+			var n int
+			fmt.Sscanf(it.TraceID, "%x", &n)
+			out = append(out, n)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		query string
+		want  []int
+	}{
+		{"", []int{1, 2, 3}},
+		{"kind=mqtt.connect", []int{1, 2}},
+		{"kind=mqtt.publish", []int{3}},
+		{"client_id=sensor-1", []int{1, 3}}, // a child span's client_id counts too
+		{"min_duration=5ms", []int{2}},
+		{"errors=true", []int{2}},
+		{"errors=false&kind=mqtt.connect&min_duration=1ms", []int{1, 2}},
+		{"kind=nothing", nil},
+	} {
+		if got := ids(list(tc.query)); !slices.Equal(got, tc.want) {
+			t.Errorf("?%s: traces %v, want %v", tc.query, got, tc.want)
+		}
+	}
+	all := list("")
+	if all[0].ClientID != "sensor-1" || all[0].Error || all[1].ClientID != "sensor-2" || !all[1].Error {
+		t.Errorf("summaries %+v", all)
+	}
+	for _, bad := range []string{"min_duration=soon", "min_duration=-1s", "errors=maybe"} {
+		want(t, e.do(t, "GET", "/v1/tenants/"+u.tenantID+"/traces?"+bad, u.key, nil), http.StatusUnprocessableEntity)
+	}
 }

@@ -28,6 +28,16 @@ type TraceSummary struct {
 	Start      time.Time
 	DurationNS int64
 	SpanCount  int
+	ClientID   string // the client_id attribute of its spans, "" when none has one
+	Error      bool   // some span ended with an error status
+}
+
+// TraceFilter narrows a trace list; zero fields filter nothing.
+type TraceFilter struct {
+	RootName      string // the root span's name, e.g. mqtt.connect
+	ClientID      string // a span's client_id attribute
+	MinDurationNS int64
+	ErrorsOnly    bool
 }
 
 // InsertSpans stores spans; a span already stored is left as it was, so a
@@ -48,17 +58,19 @@ func (s *Store) InsertSpans(ctx context.Context, spans []Span) error {
 }
 
 // ListTraces pages through the traces of a tenant that started in
-// [from, to), newest first. The cursor is (start, trace id).
-func (s *Store) ListTraces(ctx context.Context, tid string, from, to time.Time, p Page) ([]TraceSummary, *Cursor, error) {
+// [from, to) and pass f, newest first. The cursor is (start, trace id).
+func (s *Store) ListTraces(ctx context.Context, tid string, from, to time.Time, f TraceFilter, p Page) ([]TraceSummary, *Cursor, error) {
 	at, id := p.afterArgs()
 	rows, err := s.pool.Query(ctx, `
-		SELECT trace_id, root_name, start, duration_ns, span_count FROM (
+		SELECT trace_id, root_name, start, duration_ns, span_count, client_id, error FROM (
 			SELECT trace_id,
 			       coalesce((array_agg(name ORDER BY start) FILTER (WHERE parent_span_id IS NULL))[1],
 			                (array_agg(name ORDER BY start))[1]) AS root_name,
 			       min(start) AS start,
 			       (extract(epoch FROM max(start + duration_ns / 1000 * interval '1 microsecond') - min(start)) * 1e9)::bigint AS duration_ns,
-			       count(*)::int AS span_count
+			       count(*)::int AS span_count,
+			       coalesce((array_agg(attributes->>'client_id' ORDER BY start) FILTER (WHERE attributes ? 'client_id'))[1], '') AS client_id,
+			       coalesce(bool_or(attributes->>'otel.status_code' = 'ERROR'), false) AS error
 			FROM spans
 			WHERE tenant_id = $1 AND trace_id IN (
 				-- Candidate traces through the (tenant_id, start) index; a
@@ -69,13 +81,16 @@ func (s *Store) ListTraces(ctx context.Context, tid string, from, to time.Time, 
 			GROUP BY trace_id
 		) t
 		WHERE start >= $2 AND start < $3 AND ($4::timestamptz IS NULL OR (start, trace_id) < ($4, $5::text))
-		ORDER BY start DESC, trace_id DESC LIMIT $6`, tid, from, to, at, id, p.Limit+1)
+		  AND ($7 = '' OR root_name = $7) AND ($8 = '' OR client_id = $8)
+		  AND duration_ns >= $9 AND (NOT $10 OR error)
+		ORDER BY start DESC, trace_id DESC LIMIT $6`, tid, from, to, at, id, p.Limit+1,
+		f.RootName, f.ClientID, f.MinDurationNS, f.ErrorsOnly)
 	if err != nil {
 		return nil, nil, classify("list traces", err)
 	}
 	ts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (TraceSummary, error) {
 		var t TraceSummary
-		err := row.Scan(&t.TraceID, &t.RootName, &t.Start, &t.DurationNS, &t.SpanCount)
+		err := row.Scan(&t.TraceID, &t.RootName, &t.Start, &t.DurationNS, &t.SpanCount, &t.ClientID, &t.Error)
 		return t, err
 	})
 	if err != nil {

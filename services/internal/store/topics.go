@@ -63,3 +63,23 @@ func (s *Store) DeleteTopicRule(ctx context.Context, tid, id string) error {
 	}
 	return classify("delete topic rule", err)
 }
+
+// TopicRule returns one of a tenant's rules.
+func (s *Store) TopicRule(ctx context.Context, tid, id string) (TopicRule, error) {
+	r, err := scanTopicRule(s.pool.QueryRow(ctx,
+		`SELECT `+topicRuleColumns+` FROM topic_rules WHERE id = $1 AND tenant_id = $2`, id, tid))
+	return r, classify("topic rule", err)
+}
+
+// UpdateTopicRule replaces a rule's filter and settings; a filter another
+// rule already has is a *ConflictError on "filter".
+func (s *Store) UpdateTopicRule(ctx context.Context, r TopicRule) error {
+	tag, err := s.pool.Exec(ctx,
+		`UPDATE topic_rules SET filter = $3, retention_seconds = $4, retained_allowed = $5, max_message_size = $6
+		 WHERE id = $1 AND tenant_id = $2`,
+		r.ID, r.TenantID, r.Filter, r.RetentionSeconds, r.RetainedAllowed, r.MaxMessageSize)
+	if err == nil && tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return classify("update topic rule", err)
+}
