@@ -13,9 +13,26 @@ export function Settings() {
   return (
     <section>
       <h1 tabIndex={-1}>Settings</h1>
+      <Account />
       <APIKeys />
       <TenantSettings />
     </section>
+  );
+}
+
+function Account() {
+  const acc = useQuery(async () => must(api.GET('/v1/account')), []);
+  return (
+    <>
+      <h2>Account</h2>
+      <Loaded q={acc} what="Loading your account">
+        {(a) => (
+          <p class="panel">
+            Logged in as <strong>{a.email}</strong> · account <code>{a.id}</code> · since {when(a.created_at)}
+          </p>
+        )}
+      </Loaded>
+    </>
   );
 }
 

@@ -20,6 +20,8 @@ export function Topics() {
   );
 }
 
+type Rule = Schemas['TopicRule'];
+
 function Rules() {
   const { tenant } = useTenant();
   const tid = tenant.id;
@@ -28,52 +30,12 @@ function Rules() {
     await must(api.DELETE('/v1/tenants/{tid}/topics/{id}', { params: { path: { tid, id } } }));
     rules.reload();
   });
-  const [filter, setFilter] = useState('');
-  const [retention, setRetention] = useState('');
-  const [maxSize, setMaxSize] = useState('');
-  const [retained, setRetained] = useState(true);
-  const problem = filter ? topicProblem(filter) : '';
-  const create = useAction(async () => {
-    const body: Schemas['CreateTopicRuleRequest'] = { filter, retained_allowed: retained };
-    if (retention) body.retention_seconds = Number(retention);
-    if (maxSize) body.max_message_size = Number(maxSize);
-    await must(api.POST('/v1/tenants/{tid}/topics', { params: { path: { tid } }, body }));
-    setFilter('');
-    rules.reload();
-  });
+  const [editing, setEditing] = useState<Rule | null>(null);
   return (
     <>
       <h2>Topic rules</h2>
-      <form
-        class="panel stack"
-        aria-label="New topic rule"
-        onSubmit={(e) => {
-          e.preventDefault();
-          create.run();
-        }}
-      >
-        <div class="grid">
-          <label>
-            Topic filter
-            <input value={filter} onInput={(e) => setFilter((e.target as HTMLInputElement).value)} required aria-invalid={!!problem} placeholder="sensors/+/temperature" />
-            {problem ? <span class="field-error">{problem}</span> : null}
-          </label>
-          <label>
-            Retention (seconds)
-            <input type="number" min={1} value={retention} onInput={(e) => setRetention((e.target as HTMLInputElement).value)} />
-          </label>
-          <label>
-            Max message size (bytes)
-            <input type="number" min={1} value={maxSize} onInput={(e) => setMaxSize((e.target as HTMLInputElement).value)} />
-          </label>
-        </div>
-        <label class="inline">
-          <input type="checkbox" checked={retained} onChange={(e) => setRetained((e.target as HTMLInputElement).checked)} />
-          Retained messages allowed
-        </label>
-        <ProblemView error={create.error} />
-        <button disabled={create.pending || !!problem}>Add rule</button>
-      </form>
+      <p class="muted small">A rule narrows the tenant's quotas for the topics its filter matches: how long their messages stay stored, whether they may be retained, and how large they may be.</p>
+      <RuleForm key={editing?.id ?? 'new'} tid={tid} rule={editing} onDone={() => (setEditing(null), rules.reload())} onCancel={() => setEditing(null)} />
       <ProblemView error={remove.error} />
       <Loaded q={rules} what="Loading topic rules">
         {(items) =>
@@ -98,12 +60,17 @@ function Rules() {
                       <td>
                         <code>{r.filter}</code>
                       </td>
-                      <td>{r.retention_seconds ? `${r.retention_seconds} s` : 'tenant default'}</td>
+                      <td>{r.retention_seconds != null ? `${r.retention_seconds} s` : 'tenant default'}</td>
                       <td>{r.retained_allowed ? 'allowed' : 'refused'}</td>
                       <td>{r.max_message_size ? bytes(r.max_message_size) : 'tenant default'}</td>
                       <td>{when(r.created_at)}</td>
                       <td>
-                        <ConfirmButton label={`Delete rule ${r.filter}`} question={<>Delete the rule for <code>{r.filter}</code>?</>} confirm="Delete" onConfirm={() => remove.run(r.id!)} />
+                        <div class="row">
+                          <button type="button" class="secondary small" onClick={() => setEditing(r)} aria-label={`Edit rule ${r.filter}`}>
+                            Edit
+                          </button>
+                          <ConfirmButton label={`Delete rule ${r.filter}`} question={<>Delete the rule for <code>{r.filter}</code>?</>} confirm="Delete" onConfirm={() => remove.run(r.id!)} />
+                        </div>
                       </td>
                     </tr>
                   ))}
@@ -114,6 +81,77 @@ function Rules() {
         }
       </Loaded>
     </>
+  );
+}
+
+/** Creates a rule, or edits one (PATCH) when rule is given. */
+function RuleForm({ tid, rule, onDone, onCancel }: { tid: string; rule: Rule | null; onDone: () => void; onCancel: () => void }) {
+  const [filter, setFilter] = useState(rule?.filter ?? '');
+  const [retention, setRetention] = useState(rule?.retention_seconds != null ? String(rule.retention_seconds) : '');
+  const [maxSize, setMaxSize] = useState(rule?.max_message_size != null ? String(rule.max_message_size) : '');
+  const [retained, setRetained] = useState(rule?.retained_allowed ?? true);
+  const problem = filter ? topicProblem(filter) : '';
+  const save = useAction(async () => {
+    const body = {
+      filter,
+      retained_allowed: retained,
+      retention_seconds: retention ? Number(retention) : null,
+      max_message_size: maxSize ? Number(maxSize) : null,
+    };
+    if (rule) {
+      await must(api.PATCH('/v1/tenants/{tid}/topics/{id}', { params: { path: { tid, id: rule.id! } }, body }));
+    } else {
+      const create: Schemas['CreateTopicRuleRequest'] = { filter, retained_allowed: retained };
+      if (body.retention_seconds != null) create.retention_seconds = body.retention_seconds;
+      if (body.max_message_size != null) create.max_message_size = body.max_message_size;
+      await must(api.POST('/v1/tenants/{tid}/topics', { params: { path: { tid } }, body: create }));
+      setFilter('');
+    }
+    onDone();
+  });
+  return (
+    <form
+      class="panel stack"
+      aria-label={rule ? `Edit rule ${rule.filter}` : 'New topic rule'}
+      onSubmit={(e) => {
+        e.preventDefault();
+        save.run();
+      }}
+    >
+      {rule ? (
+        <strong>
+          Editing the rule for <code>{rule.filter}</code>
+        </strong>
+      ) : null}
+      <div class="grid">
+        <label>
+          Topic filter
+          <input value={filter} onInput={(e) => setFilter((e.target as HTMLInputElement).value)} required aria-invalid={!!problem} placeholder="sensors/+/temperature" />
+          {problem ? <span class="field-error">{problem}</span> : null}
+        </label>
+        <label>
+          Retention (seconds)
+          <input type="number" min={0} value={retention} onInput={(e) => setRetention((e.target as HTMLInputElement).value)} placeholder="tenant default" />
+        </label>
+        <label>
+          Max message size (bytes)
+          <input type="number" min={1} value={maxSize} onInput={(e) => setMaxSize((e.target as HTMLInputElement).value)} placeholder="tenant default" />
+        </label>
+      </div>
+      <label class="inline">
+        <input type="checkbox" checked={retained} onChange={(e) => setRetained((e.target as HTMLInputElement).checked)} />
+        Retained messages allowed
+      </label>
+      <ProblemView error={save.error} />
+      <div class="row">
+        <button disabled={save.pending || !!problem}>{rule ? 'Save rule' : 'Add rule'}</button>
+        {rule ? (
+          <button type="button" class="secondary" onClick={onCancel}>
+            Cancel
+          </button>
+        ) : null}
+      </div>
+    </form>
   );
 }
 

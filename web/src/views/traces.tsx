@@ -22,24 +22,39 @@ function TraceList() {
   const tid = tenant.id;
   const [range, setRange] = useState<RangeKey>('24h');
   const [kind, setKind] = useState('');
+  const [clientInput, setClientInput] = useState('');
+  const [clientID, setClientID] = useState('');
   const [minMs, setMinMs] = useState('');
+  const [errorsOnly, setErrorsOnly] = useState(false);
+  const minDuration = Number(minMs) > 0 ? `${Math.round(Number(minMs) * 1000)}us` : undefined;
   const traces = useQuery(
     async () => {
       const w = windows(range, Date.now()).current;
       const items = [];
       let cursor: string | undefined;
-      // Up to 1,000 of the newest sampled traces in the window.
+      // Up to 1,000 of the newest sampled traces that pass the filters.
       for (let i = 0; i < 5; i++) {
-        const page = await must(api.GET('/v1/tenants/{tid}/traces', { params: { path: { tid }, query: { limit: 200, from: w.from.toISOString(), to: w.to.toISOString(), cursor } } }));
+        const query = {
+          limit: 200,
+          from: w.from.toISOString(),
+          to: w.to.toISOString(),
+          cursor,
+          kind: kind || undefined,
+          client_id: clientID || undefined,
+          min_duration: minDuration,
+          errors: errorsOnly ? ('true' as const) : undefined,
+        };
+        const page = await must(api.GET('/v1/tenants/{tid}/traces', { params: { path: { tid }, query } }));
         items.push(...(page.items ?? []));
         if (!page.next_cursor) break;
         cursor = page.next_cursor;
       }
       return { w, items };
     },
-    [tid, range],
+    [tid, range, kind, clientID, minDuration, errorsOnly],
     15000,
   );
+  const filtered = !!(kind || clientID || minDuration || errorsOnly);
 
   return (
     <section>
@@ -48,87 +63,102 @@ function TraceList() {
         <Segmented label="Time range" value={range} options={rangeOptions} onChange={setRange} />
       </div>
       <p class="muted">Sampled traces of connects through the gateway and of messages through the broker. Open one to see where its time went.</p>
+      <form
+        class="row"
+        aria-label="Trace filters"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setClientID(clientInput.trim());
+        }}
+      >
+        <label>
+          Kind
+          <select value={kind} onChange={(e) => setKind((e.target as HTMLSelectElement).value)}>
+            <option value="">all</option>
+            <option value="mqtt.connect">mqtt.connect</option>
+            <option value="mqtt.publish">mqtt.publish</option>
+          </select>
+        </label>
+        <label>
+          Client id
+          <input value={clientInput} onInput={(e) => setClientInput((e.target as HTMLInputElement).value)} onBlur={() => setClientID(clientInput.trim())} />
+        </label>
+        <label>
+          Minimum duration (ms)
+          <input type="number" min={0} step="any" value={minMs} onChange={(e) => setMinMs((e.target as HTMLInputElement).value)} />
+        </label>
+        <label class="inline">
+          <input type="checkbox" checked={errorsOnly} onChange={(e) => setErrorsOnly((e.target as HTMLInputElement).checked)} />
+          Errors only
+        </label>
+        <button class="secondary">Filter</button>
+      </form>
       <Loaded q={traces} what="Loading traces">
         {({ w, items }) => {
-          const kinds = [...new Set(items.map((t) => t.root_name ?? ''))].sort();
-          const min = Number(minMs) * 1e6 || 0;
-          const shown = items.filter((t) => (!kind || t.root_name === kind) && (t.duration_ns ?? 0) >= min);
-          const samples = shown.map((t) => ({ t: Date.parse(t.start ?? ''), ns: t.duration_ns ?? 0 }));
+          const samples = items.map((t) => ({ t: Date.parse(t.start ?? ''), ns: t.duration_ns ?? 0 }));
           const pct = percentilesOverTime(samples, w.from.getTime(), w.to.getTime(), w.stepMs);
           const hist = histogram(samples.map((s) => s.ns));
           const top = Math.max(1, ...hist.map((h) => h.n));
+          if (items.length === 0) {
+            return filtered ? (
+              <Empty>No sampled trace in the last {ranges[range].label} passes these filters.</Empty>
+            ) : (
+              <Empty>No sampled traces in the last {ranges[range].label}. Connect a device through the gateway and its connect trace appears here.</Empty>
+            );
+          }
           return (
             <>
-              <form class="row" aria-label="Trace filters" onSubmit={(e) => e.preventDefault()}>
-                <label>
-                  Kind
-                  <select value={kind} onChange={(e) => setKind((e.target as HTMLSelectElement).value)}>
-                    <option value="">all</option>
-                    {kinds.map((k) => (
-                      <option key={k} value={k}>
-                        {k}
-                      </option>
+              <div class="grid wide">
+                <Chart title="Latency p50 and p99" x={pct.x} series={[{ label: 'p50', values: pct.p50 }, { label: 'p99', values: pct.p99 }]} fmt={(n) => durationNs(Math.round(n))} />
+                <figure class="chart">
+                  <figcaption>Duration histogram ({items.length} traces)</figcaption>
+                  <div class="histogram" role="img" aria-label="Duration histogram">
+                    {hist.map((h) => (
+                      <div key={h.lo} class="col" style={{ height: `${(h.n / top) * 100}%` }} title={`${durationNs(h.lo)}–${durationNs(h.hi)}: ${h.n}`} />
                     ))}
-                  </select>
-                </label>
-                <label>
-                  Minimum duration (ms)
-                  <input type="number" min={0} step="any" value={minMs} onInput={(e) => setMinMs((e.target as HTMLInputElement).value)} />
-                </label>
-              </form>
-              {items.length === 0 ? (
-                <Empty>No sampled traces in the last {ranges[range].label}. Connect a device through the gateway and its connect trace appears here.</Empty>
-              ) : (
-                <>
-                  <div class="grid wide">
-                    <Chart title="Latency p50 and p99" x={pct.x} series={[{ label: 'p50', values: pct.p50 }, { label: 'p99', values: pct.p99 }]} fmt={(n) => durationNs(Math.round(n))} />
-                    <figure class="chart">
-                      <figcaption>Duration histogram ({shown.length} traces)</figcaption>
-                      <div class="histogram" role="img" aria-label="Duration histogram">
-                        {hist.map((h) => (
-                          <div key={h.lo} class="col" style={{ height: `${(h.n / top) * 100}%` }} title={`${durationNs(h.lo)}–${durationNs(h.hi)}: ${h.n}`} />
-                        ))}
-                      </div>
-                      {hist.length ? (
-                        <div class="spread muted small">
-                          <span>{durationNs(hist[0].lo)}</span>
-                          <span>{durationNs(hist[hist.length - 1].hi)}</span>
-                        </div>
-                      ) : null}
-                    </figure>
                   </div>
-                  <h2>Sampled traces</h2>
-                  <div class="table-wrap">
-                    <table>
-                      <thead>
-                        <tr>
-                          <th scope="col">Started</th>
-                          <th scope="col">Kind</th>
-                          <th scope="col" class="num">Duration</th>
-                          <th scope="col" class="num">Spans</th>
-                          <th scope="col">Trace id</th>
-                        </tr>
-                      </thead>
-                      <tbody>
-                        {shown.slice(0, 200).map((t) => (
-                          <tr key={t.trace_id}>
-                            <td>{when(t.start)}</td>
-                            <td>{t.root_name}</td>
-                            <td class="num">{durationNs(t.duration_ns ?? 0)}</td>
-                            <td class="num">{t.span_count}</td>
-                            <td>
-                              <a href={tenantPath(tid, 'traces', t.trace_id!)}>
-                                <code>{t.trace_id}</code>
-                              </a>
-                            </td>
-                          </tr>
-                        ))}
-                      </tbody>
-                    </table>
-                  </div>
-                  {shown.length > 200 ? <p class="muted small">Showing the newest 200 of {shown.length}.</p> : null}
-                </>
-              )}
+                  {hist.length ? (
+                    <div class="spread muted small">
+                      <span>{durationNs(hist[0].lo)}</span>
+                      <span>{durationNs(hist[hist.length - 1].hi)}</span>
+                    </div>
+                  ) : null}
+                </figure>
+              </div>
+              <h2>Sampled traces</h2>
+              <div class="table-wrap">
+                <table>
+                  <thead>
+                    <tr>
+                      <th scope="col">Started</th>
+                      <th scope="col">Kind</th>
+                      <th scope="col">Client id</th>
+                      <th scope="col" class="num">Duration</th>
+                      <th scope="col" class="num">Spans</th>
+                      <th scope="col">Trace</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {items.slice(0, 200).map((t) => (
+                      <tr key={t.trace_id}>
+                        <td>{when(t.start)}</td>
+                        <td>
+                          {t.root_name} {t.error ? <span class="bad">error</span> : null}
+                        </td>
+                        <td>{t.client_id ? <code>{t.client_id}</code> : '—'}</td>
+                        <td class="num">{durationNs(t.duration_ns ?? 0)}</td>
+                        <td class="num">{t.span_count}</td>
+                        <td>
+                          <a href={tenantPath(tid, 'traces', t.trace_id!)}>
+                            <code>{t.trace_id}</code>
+                          </a>
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+              {items.length > 200 ? <p class="muted small">Showing the newest 200 of {items.length}.</p> : null}
             </>
           );
         }}
@@ -166,9 +196,10 @@ function Waterfall({ traceId }: { traceId: string }) {
                   <button type="button" class="wf-row" aria-expanded={open === r.span.span_id} onClick={() => setOpen(open === r.span.span_id ? null : r.span.span_id)}>
                     <span class="wf-name" style={{ paddingLeft: `${r.depth * 1}rem` }}>
                       {r.span.name}
+                      {spanFailed(r.span) ? <span class="bad"> (error)</span> : null}
                     </span>
                     <span class="wf-track">
-                      <span class="wf-bar" style={{ left: `${r.left * 100}%`, width: `${r.width * 100}%` }} />
+                      <span class={spanFailed(r.span) ? 'wf-bar err' : 'wf-bar'} style={{ left: `${r.left * 100}%`, width: `${r.width * 100}%` }} />
                       <span class="wf-label" style={r.left > 0.6 ? { right: `${(1 - r.left) * 100 + 0.5}%` } : { left: `${(r.left + r.width) * 100 + 0.5}%` }}>
                         {durationNs(r.span.duration_ns)}
                       </span>
@@ -183,6 +214,10 @@ function Waterfall({ traceId }: { traceId: string }) {
       </Loaded>
     </section>
   );
+}
+
+function spanFailed(s: SpanIn): boolean {
+  return !!s.attributes && typeof s.attributes === 'object' && (s.attributes as Record<string, unknown>)['otel.status_code'] === 'ERROR';
 }
 
 function SpanDetails({ span, offsetNs }: { span: SpanIn; offsetNs: number }) {
