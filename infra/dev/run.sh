@@ -85,7 +85,7 @@ if [ -n "$api" ]; then
 fi
 if [ -n "$full" ] && [ -n "$api" ]; then
 	start gateway -gateway-id dev-gw-1 -listen "$MQTT_ADDR" -listen-ws "$WS_ADDR" -listen-tls "" -listen-wss "" \
-		-metrics-listen "$GW_METRICS" -jwks-url "http://$API_ADDR/v1/.well-known/jwks.json" \
+		-metrics-listen "$GW_METRICS" -trace-sample 1 -jwks-url "http://$API_ADDR/v1/.well-known/jwks.json" \
 		-database-url "$DATABASE_URL" -redis-url "$REDIS_URL" -log-format text
 	wait_port "$MQTT_ADDR" gateway
 	echo "  node       mqtt $NODE_MQTT (PROXY v2 only), admin http://$NODE_ADMIN"
