@@ -52,6 +52,8 @@ function Console({ path }: { path: string }) {
   const route = parseRoute(path);
   const tenants = useQuery(async () => (await must(api.GET('/v1/tenants', { params: { query: { limit: 100 } } }))).items as Tenant[], []);
   const main = useRef<HTMLElement>(null);
+  // A tenant created here is shown at once, before the list reloads with it.
+  const [created, setCreated] = useState<Tenant[]>([]);
 
   // Move focus to the page's heading when the page changes, for keyboard and screen reader users.
   useEffect(() => {
@@ -60,7 +62,7 @@ function Console({ path }: { path: string }) {
 
   if (tenants.error && !tenants.data) return <ProblemView error={tenants.error} />;
   if (!tenants.data) return <Loading what="Loading your tenants" />;
-  const list = tenants.data;
+  const list = [...tenants.data, ...created.filter((c) => !tenants.data!.some((t) => t.id === c.id))];
   const tenant = list.find((t) => t.id === route.tid) ?? list[0];
   if (!tenant) return <NoTenant reload={tenants.reload} />;
   if (route.tid !== tenant.id) {
@@ -77,7 +79,13 @@ function Console({ path }: { path: string }) {
             Berth
           </a>
           <TenantSwitcher tenants={list} current={tenant} page={page.key} />
-          <NewTenant onCreated={(t) => (tenants.reload(), navigate(tenantPath(t.id, 'overview')))} />
+          <NewTenant
+            onCreated={(t) => {
+              setCreated([...created, t]);
+              tenants.reload();
+              navigate(tenantPath(t.id, 'overview'));
+            }}
+          />
           <LogOut />
         </header>
         <nav class="side" aria-label="Pages">
@@ -140,7 +148,7 @@ function NewTenant({ onCreated }: { onCreated: (t: Tenant) => void }) {
           <h2>New tenant</h2>
           <label>
             Slug
-            <input value={slug} onInput={(e) => setSlug((e.target as HTMLInputElement).value)} required pattern="[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?" placeholder="factory-eu" />
+            <input value={slug} onInput={(e) => setSlug((e.target as HTMLInputElement).value)} required pattern="[a-z0-9]([a-z0-9\-]{0,61}[a-z0-9])?" placeholder="factory-eu" />
             <small class="muted">Lowercase letters, digits and hyphens; it names the tenant's endpoint.</small>
           </label>
           <label>

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -163,8 +164,19 @@ func problemFor(err error) Problem {
 	return p(http.StatusInternalServerError, "internal", "Internal error", "")
 }
 
+// statusClientClosedRequest is nginx's 499: the client closed the
+// connection before the answer, so the request ended without one.
+const statusClientClosedRequest = 499
+
 // writeProblem writes err as a problem document and logs server errors.
 func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		// The client left (a browser changing pages) before the answer was
+		// ready: nobody reads it, and it is not a server error.
+		loggerFrom(r.Context()).LogAttrs(context.WithoutCancel(r.Context()), slog.LevelDebug, "client went away", slog.Any("err", err))
+		w.WriteHeader(statusClientClosedRequest)
+		return
+	}
 	pr := problemFor(err)
 	pr.RequestID = requestIDFrom(r.Context())
 	log := loggerFrom(r.Context())

@@ -218,6 +218,9 @@ export class InspectorConnection {
       clean: true,
       keepalive: 30,
       reconnectPeriod: 0, // a dropped connection is reported, not retried with a token that may be dead
+      // MQTT.js's default timers run in a Worker made from a blob: URL, which
+      // the dashboard's Content-Security-Policy (script-src 'self') forbids.
+      timerVariant: 'native',
       connectTimeout: 15_000,
       resubscribe: false,
       properties: this.reauth ? { authenticationMethod: AUTH_METHOD } : undefined,

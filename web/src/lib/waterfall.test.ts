@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { layout, parseNs } from './waterfall';
+import { labelPlace, layout, parseNs } from './waterfall';
 
 describe('parseNs', () => {
   it('keeps nanoseconds beyond the millisecond', () => {
@@ -43,5 +43,13 @@ describe('layout', () => {
   });
   it('is empty for no spans', () => {
     expect(layout([])).toEqual({ rows: [], totalNs: 0 });
+  });
+});
+
+describe('labelPlace', () => {
+  it('keeps every label inside the track', () => {
+    expect(labelPlace(0.1, 0.2)).toEqual({ left: '30.5%' });
+    expect(labelPlace(0.7, 0.3).right).toBe('30.5%');
+    expect(labelPlace(0, 1)).toEqual({ left: '0.5%', color: 'var(--accent-text)' }); // the root span: inside its bar
   });
 });

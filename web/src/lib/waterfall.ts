@@ -69,3 +69,11 @@ export function layout(spans: SpanIn[]): { rows: Row[]; totalNs: number } {
   for (const s of spans) if (!seen.has(s.span_id)) walk(s, 0);
   return { rows, totalNs };
 }
+
+/** Where a bar's duration label goes: after the bar, before it, or inside it, never past the track. */
+export function labelPlace(left: number, width: number): Record<string, string> {
+  const pct = (f: number) => `${+(f * 100 + 0.5).toFixed(3)}%`;
+  if (left + width <= 0.8) return { left: pct(left + width) };
+  if (left >= 0.2) return { right: pct(1 - left) };
+  return { left: pct(left), color: 'var(--accent-text)' };
+}

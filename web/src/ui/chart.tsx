@@ -13,7 +13,7 @@ export interface Series {
  * A time-series chart (uPlot, canvas): one x axis in Unix seconds, one or
  * more series, sized to its container.
  */
-export function Chart({ title, x, series, fmt, height = 180 }: { title: string; x: number[]; series: Series[]; fmt: (n: number) => string; height?: number }) {
+export function Chart({ title, x, series, fmt, height = 180, points = false }: { title: string; x: number[]; series: Series[]; fmt: (n: number) => string; height?: number; points?: boolean }) {
   const box = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
 
@@ -34,6 +34,8 @@ export function Chart({ title, x, series, fmt, height = 180 }: { title: string; 
           stroke: s.previous ? '#9aa5b8' : ['#0b5cad', '#c2410c', '#15803d'][i % 3],
           dash: s.previous ? [4, 4] : undefined,
           width: s.previous ? 1 : 2,
+          // Sparse series (a few traces) would draw nothing as lines alone.
+          points: points ? { show: true, size: 6 } : undefined,
           value: (_u: uPlot, v: number | null) => (v == null ? '—' : fmt(v)),
         })),
       ],

@@ -12,12 +12,22 @@ import { Segmented } from '../ui/segmented';
 import { Loading } from '../ui/states';
 import { takeSignupKey } from './auth';
 
+/** ?range= keeps a chosen range in links and reloads. */
+function rangeFromURL(): RangeKey {
+  const r = new URLSearchParams(location.search).get('range');
+  return r && r in ranges ? (r as RangeKey) : '24h';
+}
+
 const rangeOptions = (Object.keys(ranges) as RangeKey[]).map((k) => ({ key: k, label: k }));
 
 export function Overview() {
   const { tenant } = useTenant();
   const tid = tenant.id;
-  const [range, setRange] = useState<RangeKey>('24h');
+  const [range, setRangeState] = useState<RangeKey>(rangeFromURL);
+  const setRange = (r: RangeKey) => {
+    setRangeState(r);
+    history.replaceState(null, '', `${location.pathname}?range=${r}`);
+  };
   const [signupKey] = useState(takeSignupKey);
 
   const now = useQuery(
@@ -66,7 +76,9 @@ export function Overview() {
       </div>
       {signupKey ? (
         <div class="notice stack" role="status">
-          <p>Your account's first API key, shown this once. Keep it for scripts (`Authorization: Bearer …`):</p>
+          <p>
+            Your account's first API key, shown this once. Keep it for scripts (<code>Authorization: Bearer …</code>):
+          </p>
           <p class="secret">{signupKey}</p>
         </div>
       ) : null}

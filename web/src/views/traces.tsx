@@ -5,7 +5,7 @@ import { durationNs, when } from '../lib/format';
 import { histogram, percentilesOverTime } from '../lib/latency';
 import { tenantPath } from '../lib/router';
 import { ranges, windows, type RangeKey } from '../lib/timerange';
-import { layout, type SpanIn } from '../lib/waterfall';
+import { labelPlace, layout, type SpanIn } from '../lib/waterfall';
 import { useTenant } from '../session';
 import { Chart } from '../ui/chart';
 import { Segmented } from '../ui/segmented';
@@ -109,7 +109,7 @@ function TraceList() {
           return (
             <>
               <div class="grid wide">
-                <Chart title="Latency p50 and p99" x={pct.x} series={[{ label: 'p50', values: pct.p50 }, { label: 'p99', values: pct.p99 }]} fmt={(n) => durationNs(Math.round(n))} />
+                <Chart title="Latency p50 and p99" x={pct.x} series={[{ label: 'p50', values: pct.p50 }, { label: 'p99', values: pct.p99 }]} fmt={(n) => durationNs(Math.round(n))} points />
                 <figure class="chart">
                   <figcaption>Duration histogram ({items.length} traces)</figcaption>
                   <div class="histogram" role="img" aria-label="Duration histogram">
@@ -200,7 +200,7 @@ function Waterfall({ traceId }: { traceId: string }) {
                     </span>
                     <span class="wf-track">
                       <span class={spanFailed(r.span) ? 'wf-bar err' : 'wf-bar'} style={{ left: `${r.left * 100}%`, width: `${r.width * 100}%` }} />
-                      <span class="wf-label" style={r.left > 0.6 ? { right: `${(1 - r.left) * 100 + 0.5}%` } : { left: `${(r.left + r.width) * 100 + 0.5}%` }}>
+                      <span class="wf-label" style={labelPlace(r.left, r.width)}>
                         {durationNs(r.span.duration_ns)}
                       </span>
                     </span>
