@@ -266,13 +266,17 @@ func TestAdminAPI(t *testing.T) {
 
 	var sessions struct {
 		Sessions []struct {
-			ClientID  string `json:"client_id"`
-			Connected bool   `json:"connected"`
+			ClientID    string     `json:"client_id"`
+			Connected   bool       `json:"connected"`
+			ConnectedAt *time.Time `json:"connected_at"`
 		} `json:"sessions"`
 	}
 	code, body := adminDo(t, n, "GET", "/admin/tenants/ten_a/sessions", "")
 	if err := json.Unmarshal(body, &sessions); err != nil || code != 200 || len(sessions.Sessions) != 1 || sessions.Sessions[0].ClientID != "watcher" || !sessions.Sessions[0].Connected {
 		t.Fatalf("sessions: %d %s", code, body)
+	}
+	if at := sessions.Sessions[0].ConnectedAt; at == nil || time.Since(*at) > time.Minute || time.Since(*at) < 0 {
+		t.Fatalf("connected_at of a session connected just now: %s", body)
 	}
 
 	var topics struct {

@@ -82,6 +82,12 @@ type SessionInfo struct {
 	Subscriptions   int    `json:"subscriptions"`
 	QueuedMessages  int    `json:"queued_messages"`
 	Inflight        int    `json:"inflight"`
+	// ConnectedAt is when the connection that holds the session attached;
+	// nil while the session is offline.
+	ConnectedAt *time.Time `json:"connected_at"`
+	// Dropped counts the messages the session lost, for every reason
+	// (queue full, expiry, quota, retention), since the shard opened.
+	Dropped uint64 `json:"dropped"`
 }
 
 // Sessions lists every session, connected or not, sorted by client id.
@@ -98,6 +104,11 @@ func (s *Shard) Sessions() []SessionInfo {
 		sess.mu.Lock()
 		if c := sess.conn; c != nil {
 			info.Connected, info.ProtocolVersion, info.RemoteAddr = true, c.version, c.info.RemoteAddr
+			at := time.Unix(0, sess.attachedAt).UTC()
+			info.ConnectedAt = &at
+		}
+		for _, n := range sess.dropped {
+			info.Dropped += n
 		}
 		info.QueuedMessages, info.Inflight = sess.queue.len(), len(sess.inflight)
 		sess.mu.Unlock()

@@ -52,6 +52,7 @@ func (s *Shard) attach(c *conn, clean bool, expiry uint32) (sess *session, prese
 		s.conns[c] = true
 		sess.mu.Lock()
 		sess.conn = c
+		sess.attachedAt = time.Now().UnixNano()
 		c.window = min(c.recvMax, int(s.maxInflight.Load()))
 		sess.online.Store(true)
 		sess.gen++

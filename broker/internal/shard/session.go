@@ -63,6 +63,7 @@ type session struct {
 	mu          sync.Mutex
 	conn        *conn
 	gen         uint64 // incremented on every attach; invalidates timers
+	attachedAt  int64  // when conn attached, Unix nanoseconds (the admin API's connected_at)
 	expiry      uint32 // Session Expiry Interval, seconds
 	queue       ring
 	queuedBytes int

@@ -42,13 +42,15 @@ func New(hc *http.Client, token string) *Client {
 
 // Session is a client session on a node.
 type Session struct {
-	ClientID        string    `json:"client_id"`
-	Connected       bool      `json:"connected"`
-	ProtocolVersion int       `json:"protocol_version"`
-	RemoteAddr      string    `json:"remote_addr"`
-	ConnectedAt     time.Time `json:"connected_at"`
-	Subscriptions   int       `json:"subscriptions"`
-	QueuedMessages  int       `json:"queued_messages"`
+	ClientID        string     `json:"client_id"`
+	Connected       bool       `json:"connected"`
+	ProtocolVersion int        `json:"protocol_version"`
+	RemoteAddr      string     `json:"remote_addr"`
+	ConnectedAt     *time.Time `json:"connected_at"` // nil while offline
+	Subscriptions   int        `json:"subscriptions"`
+	QueuedMessages  int        `json:"queued_messages"`
+	Inflight        int        `json:"inflight"`
+	Dropped         uint64     `json:"dropped"`
 }
 
 // Topic is an active topic with its rates.

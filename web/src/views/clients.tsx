@@ -84,6 +84,8 @@ export function Clients() {
                         <th scope="col">Connected at</th>
                         <th scope="col" class="num">Subscriptions</th>
                         <th scope="col" class="num">Queued</th>
+                        <th scope="col" class="num">In flight</th>
+                        <th scope="col" class="num">Dropped</th>
                         <th scope="col">Actions</th>
                       </tr>
                     </thead>
@@ -99,6 +101,8 @@ export function Clients() {
                           <td>{when(s.connected_at)}</td>
                           <td class="num">{count(s.subscriptions ?? 0)}</td>
                           <td class="num">{count(s.queued_messages ?? 0)}</td>
+                          <td class="num">{count(s.inflight ?? 0)}</td>
+                          <td class="num">{s.dropped ? <span class="bad">{count(s.dropped)}</span> : 0}</td>
                           <td>
                             <ConfirmButton
                               label={`Kick ${s.client_id}`}
