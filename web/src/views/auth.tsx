@@ -7,10 +7,24 @@ import { ProblemView } from '../ui/problem';
 // The API key signup returns is shown once, on the first page after signup.
 const signupKeyStorage = 'berth.signup-api-key';
 
-export function takeSignupKey(): string | null {
+function takeSignupKey(): string | null {
   const k = sessionStorage.getItem(signupKeyStorage);
   sessionStorage.removeItem(signupKeyStorage);
   return k;
+}
+
+/** The API key signup returned, on whichever page the user sees first, once. */
+export function SignupKeyNotice() {
+  const [key] = useState(takeSignupKey);
+  if (!key) return null;
+  return (
+    <div class="notice stack" role="status">
+      <p>
+        Your account's first API key, shown this once. Keep it for scripts (<code>Authorization: Bearer …</code>):
+      </p>
+      <p class="secret">{key}</p>
+    </div>
+  );
 }
 
 /** Sign up and log in: one form, two modes. */

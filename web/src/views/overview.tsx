@@ -10,7 +10,7 @@ import { QuotaBar } from '../ui/meter';
 import { ProblemView } from '../ui/problem';
 import { Segmented } from '../ui/segmented';
 import { Loading } from '../ui/states';
-import { takeSignupKey } from './auth';
+import { SignupKeyNotice } from './auth';
 
 /** ?range= keeps a chosen range in links and reloads. */
 function rangeFromURL(): RangeKey {
@@ -28,7 +28,6 @@ export function Overview() {
     setRangeState(r);
     history.replaceState(null, '', `${location.pathname}?range=${r}`);
   };
-  const [signupKey] = useState(takeSignupKey);
 
   const now = useQuery(
     async () => {
@@ -74,14 +73,7 @@ export function Overview() {
         <h1 tabIndex={-1}>Overview</h1>
         <Segmented label="Time range" value={range} options={rangeOptions} onChange={setRange} />
       </div>
-      {signupKey ? (
-        <div class="notice stack" role="status">
-          <p>
-            Your account's first API key, shown this once. Keep it for scripts (<code>Authorization: Bearer …</code>):
-          </p>
-          <p class="secret">{signupKey}</p>
-        </div>
-      ) : null}
+      <SignupKeyNotice />
       <ProblemView error={now.error} />
       {!d ? (
         <Loading what="Loading live figures" />
