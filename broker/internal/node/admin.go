@@ -77,10 +77,6 @@ func (n *Node) handlePublish(w http.ResponseWriter, r *http.Request, t *tenant) 
 	case req.Payload != nil:
 		payload = []byte(*req.Payload)
 	}
-	if max := t.limits.maxMsgSize.Load(); max > 0 && int64(len(payload)) > max {
-		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": "payload over the tenant's message size quota"})
-		return
-	}
 	var props packet.Properties
 	if req.ContentType != "" {
 		props.ContentType = []byte(req.ContentType)
@@ -88,11 +84,27 @@ func (n *Node) handlePublish(w http.ResponseWriter, r *http.Request, t *tenant) 
 	for k, v := range req.UserProperties {
 		props.UserProperties = append(props.UserProperties, packet.UserProperty{Key: []byte(k), Value: []byte(v)})
 	}
-	if _, err := t.sh.Publish(req.Topic, payload, req.QoS, req.Retain, props); err != nil {
+	// The same admission as a device's PUBLISH (the ACL aside: the API
+	// has checked the caller).
+	l := &httpLimiter{t: t.limits}
+	_, err := t.sh.PublishLimited(req.Topic, payload, req.QoS, req.Retain, props, l)
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusAccepted, map[string]bool{"accepted": true})
+	case errors.Is(err, packet.ErrPacketTooLarge):
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": l.refusal, "quota": l.quota})
+	case errors.Is(err, packet.ErrQuotaExceeded):
+		if l.quota == "rate" {
+			w.Header().Set("Retry-After", "1")
+		}
+		writeJSON(w, http.StatusTooManyRequests, map[string]string{"error": l.refusal, "quota": l.quota})
+	case errors.Is(err, shard.ErrRetainedQuota):
+		writeJSON(w, http.StatusTooManyRequests, map[string]string{
+			"error": "the tenant's retained messages quota (max_retained_messages or max_retained_bytes) is reached; delete retained messages or publish without retain",
+			"quota": "retained"})
+	default:
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-		return
 	}
-	writeJSON(w, http.StatusAccepted, map[string]bool{"accepted": true})
 }
 
 // adminHandler serves the internal admin API (docs/contracts.md). Every
@@ -153,23 +165,35 @@ func (n *Node) requireToken(next http.Handler) http.Handler {
 	})
 }
 
-// handleUsage answers the tenant's counters since its shard (re)opened on
-// this node (flushed deltas are in Postgres).
+// usageJSON is the answer of GET /usage (docs/contracts.md): the tenant's
+// meters since its shard (re)opened on this node (flushed deltas are in
+// Postgres), and three gauges.
+type usageJSON struct {
+	MessagesIn        uint64            `json:"messages_in"`
+	MessagesOut       uint64            `json:"messages_out"`
+	BytesIn           uint64            `json:"bytes_in"`
+	BytesOut          uint64            `json:"bytes_out"`
+	ConnectionSeconds float64           `json:"connection_seconds"`
+	StoredBytes       int64             `json:"stored_bytes"`
+	Drops             map[string]uint64 `json:"drops"`
+	Connections       int64             `json:"connections"`
+	Sessions          int               `json:"sessions"`
+	Retained          int               `json:"retained"`
+}
+
+// handleUsage answers the tenant's usage on this node.
 func (n *Node) handleUsage(w http.ResponseWriter, _ *http.Request, t *tenant) {
 	s := t.sh.Stats()
 	drops := make(map[string]uint64, len(s.Dropped))
 	for k, v := range s.Dropped {
 		drops[strings.ToLower(k)] = v
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"messages_in":  s.MessagesIn,
-		"messages_out": s.MessagesOut,
-		"bytes_in":     s.BytesIn,
-		"bytes_out":    s.BytesOut,
-		"connections":  s.ClientsConnected,
-		"sessions":     s.Sessions,
-		"retained":     s.Retained,
-		"drops":        drops,
+	writeJSON(w, http.StatusOK, usageJSON{
+		MessagesIn: s.MessagesIn, MessagesOut: s.MessagesOut, BytesIn: s.BytesIn, BytesOut: s.BytesOut,
+		ConnectionSeconds: t.connectionTime(time.Now()).Seconds(),
+		StoredBytes:       t.storedBytes(),
+		Drops:             drops,
+		Connections:       s.ClientsConnected, Sessions: s.Sessions, Retained: s.Retained,
 	})
 }
 

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,19 +23,49 @@ type tenantLimits struct {
 	maxRetBytes atomic.Int64
 	monthly     atomic.Int64 // monthly messages quota
 	monthUsed   atomic.Int64 // messages in this calendar month, Postgres's count plus this node's since
+	monthEnd    atomic.Int64 // when monthUsed's month ends (UTC), Unix nanoseconds
+	now         func() time.Time
 	clientsMu   sync.Mutex
 	clients     map[*connLimiter]struct{}
 }
 
+// newTenantLimits starts the limits with monthUsed messages already used
+// in the current calendar month (UTC).
 func newTenantLimits(q plan.Quotas, monthUsed int64) *tenantLimits {
+	return newTenantLimitsClock(q, monthUsed, time.Now)
+}
+
+// newTenantLimitsClock is newTenantLimits on the clock now.
+func newTenantLimitsClock(q plan.Quotas, monthUsed int64, now func() time.Time) *tenantLimits {
 	l := &tenantLimits{
 		msgs:    quota.NewBucket(float64(q.MaxMsgsPerSec), float64(q.MaxMsgsPerSec)),
 		bytes:   quota.NewBucket(float64(q.MaxBytesPerSec), float64(q.MaxBytesPerSec)),
 		clients: make(map[*connLimiter]struct{}),
+		now:     now,
 	}
 	l.monthUsed.Store(monthUsed)
+	l.monthEnd.Store(nextMonth(now()).UnixNano())
 	l.set(q)
 	return l
+}
+
+// nextMonth is the first instant of the calendar month (UTC) after t's.
+func nextMonth(t time.Time) time.Time {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+}
+
+// rollMonth starts the count of a new calendar month once now has passed
+// the end of the counted one. A message admitted by another connection
+// at the very instant of the roll may count in the month it left.
+func (t *tenantLimits) rollMonth(now time.Time) {
+	end := t.monthEnd.Load()
+	if now.UnixNano() < end {
+		return
+	}
+	if t.monthEnd.CompareAndSwap(end, nextMonth(now).UnixNano()) {
+		t.monthUsed.Store(0)
+	}
 }
 
 // set applies new quotas; live connections' buckets follow.
@@ -96,10 +127,11 @@ func (c *connLimiter) AdmitPublish(size int, version byte) (packet.ReasonCode, t
 	if max := t.maxMsgSize.Load(); max > 0 && int64(size) > max {
 		return packet.ErrPacketTooLarge, 0 // [MQTT-3.2.2-15]-style: a packet over the announced size
 	}
+	now := t.now()
+	t.rollMonth(now)
 	if t.monthUsed.Load() >= t.monthly.Load() {
-		return c.refuse(time.Now())
+		return c.refuse(now)
 	}
-	now := time.Now()
 	n := float64(size)
 	if version != packet.Version5 {
 		// 3.1.1 has no way to refuse a PUBLISH: throttle the reader instead.
@@ -141,4 +173,47 @@ func (c *connLimiter) MaxSubscriptions() int { return int(c.t.maxSubs.Load()) }
 // MaxRetained implements shard.Limiter.
 func (c *connLimiter) MaxRetained() (int, int64) {
 	return int(c.t.maxRetained.Load()), c.t.maxRetBytes.Load()
+}
+
+// httpLimiter admits one HTTP publish (POST /publish) as a device's
+// PUBLISH is admitted: size, the monthly messages quota and the
+// tenant-wide rates (the API is no client, so no per-client rate), then
+// the shard's retained caps through MaxRetained. It says why it refused.
+// It implements shard.Limiter.
+type httpLimiter struct {
+	t       *tenantLimits
+	quota   string // "size", "monthly" or "rate" after a refusal
+	refusal string // the refusal, for the API's problem detail
+}
+
+// AdmitPublish implements shard.Limiter.
+func (h *httpLimiter) AdmitPublish(size int, _ byte) (packet.ReasonCode, time.Duration) {
+	t := h.t
+	if max := t.maxMsgSize.Load(); max > 0 && int64(size) > max {
+		h.quota, h.refusal = "size", fmt.Sprintf("the payload is %d bytes, over the tenant's message size quota of %d bytes", size, max)
+		return packet.ErrPacketTooLarge, 0
+	}
+	now := t.now()
+	t.rollMonth(now)
+	if used, max := t.monthUsed.Load(), t.monthly.Load(); used >= max {
+		h.quota = "monthly"
+		h.refusal = fmt.Sprintf("the tenant's monthly messages quota (%d) is used up until %s",
+			max, time.Unix(0, t.monthEnd.Load()).UTC().Format(time.RFC3339))
+		return packet.ErrQuotaExceeded, 0
+	}
+	if !t.msgs.Take(now, 1) || !t.bytes.Take(now, float64(size)) {
+		h.quota = "rate"
+		h.refusal = "over the tenant's message rate quota (max_msgs_per_sec or max_bytes_per_sec); retry in a second"
+		return packet.ErrQuotaExceeded, 0
+	}
+	t.monthUsed.Add(1)
+	return packet.CodeSuccess, 0
+}
+
+// MaxSubscriptions implements shard.Limiter.
+func (h *httpLimiter) MaxSubscriptions() int { return 0 }
+
+// MaxRetained implements shard.Limiter.
+func (h *httpLimiter) MaxRetained() (int, int64) {
+	return int(h.t.maxRetained.Load()), h.t.maxRetBytes.Load()
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"testing"
+	"time"
 
 	"berth.dev/billing/plan"
 	"berth.dev/broker/internal/acl"
@@ -41,5 +42,40 @@ func BenchmarkPublishChecks(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		check()
+	}
+}
+
+// TestMonthlyQuotaRollsOver: the monthly messages count starts again at
+// the UTC calendar month boundary while the tenant's limits stay live.
+func TestMonthlyQuotaRollsOver(t *testing.T) {
+	pro, _ := plan.Lookup("pro")
+	q := pro.Defaults
+	q.MaxMsgsPerSec, q.ClientMsgsPerSec = 1e9, 1e9
+	q.MaxBytesPerSec, q.ClientBytesPerSec = 1e12, 1e12
+	q.MonthlyMessages = 3
+	now := time.Date(2026, 1, 31, 23, 59, 58, 0, time.UTC)
+	l := newTenantLimitsClock(q, 1, func() time.Time { return now }).newConn() // 1 used earlier this month
+	admit := func(want packet.ReasonCode) {
+		t.Helper()
+		if code, _ := l.AdmitPublish(10, packet.Version5); code != want {
+			t.Fatalf("at %s: %v, want %v", now, code, want)
+		}
+	}
+	admit(packet.CodeSuccess)
+	admit(packet.CodeSuccess)
+	admit(packet.ErrQuotaExceeded) // 3 of 3 used in January
+	now = now.Add(time.Second)     // 23:59:59
+	admit(packet.ErrQuotaExceeded)
+	now = time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC) // February: a new count
+	for range 3 {
+		admit(packet.CodeSuccess)
+	}
+	admit(packet.ErrQuotaExceeded)
+	now = time.Date(2026, 2, 28, 23, 0, 0, 0, time.UTC) // later in February: still used up
+	admit(packet.ErrQuotaExceeded)
+	now = time.Date(2026, 4, 2, 0, 0, 0, 0, time.UTC) // a whole month with no message between
+	admit(packet.CodeSuccess)
+	if used := l.t.monthUsed.Load(); used != 1 {
+		t.Fatalf("April has %d messages counted, want 1", used)
 	}
 }

@@ -31,6 +31,11 @@ type tenant struct {
 	mu    sync.Mutex
 	last  shard.Stats                      // counters already folded into usage
 	conns map[string]map[net.Conn]struct{} // live connections by credential id
+	// Connection time since the shard opened (the admin /usage): live
+	// connections, since when that number holds, and the time before.
+	live      int64
+	liveSince time.Time
+	connTime  time.Duration
 }
 
 // shardOptions maps a tenant's quotas onto its shard's limits.
@@ -144,6 +149,10 @@ func (n *Node) openTenant(ctx context.Context, id string) (*tenant, error) {
 		return nil, errBusy // a close began meanwhile: the caller may retry
 	}
 	opts := shardOptions(q, n, id)
+	u := n.meter.Tenant(id)
+	// The shard records latencies straight into the tenant's meter, which
+	// outlives it (a shard closed for idleness loses no sample).
+	opts.Latency = shard.Latency{Delivery: &u.Latency.Delivery, Ack: &u.Latency.Ack, Connect: &u.Latency.Connect}
 	var st *store.WAL
 	if n.cfg.DataDir != "" {
 		if st, err = store.OpenTenant(n.cfg.DataDir, id, store.WALOptions{
@@ -161,7 +170,7 @@ func (n *Node) openTenant(ctx context.Context, id string) (*tenant, error) {
 		}
 		return nil, fmt.Errorf("node: start shard for %s: %w", id, err)
 	}
-	t := &tenant{id: id, sh: sh, store: st, usage: n.meter.Tenant(id), limits: newTenantLimits(q, monthUsed), conns: make(map[string]map[net.Conn]struct{}), refs: 1}
+	t := &tenant{id: id, sh: sh, store: st, usage: u, limits: newTenantLimits(q, monthUsed), conns: make(map[string]map[net.Conn]struct{}), refs: 1}
 	n.tenants[id] = t
 	n.log.Info("tenant shard opened", "tenant_id", id)
 	return t, nil
@@ -175,8 +184,11 @@ func (t *tenant) track(cred string, c net.Conn) {
 		t.conns[cred] = m
 	}
 	m[c] = struct{}{}
+	now := time.Now()
+	t.accrueLocked(now)
+	t.live++
 	t.mu.Unlock()
-	t.usage.Connected(time.Now())
+	t.usage.Connected(now)
 }
 
 func (t *tenant) untrack(cred string, c net.Conn) {
@@ -185,8 +197,36 @@ func (t *tenant) untrack(cred string, c net.Conn) {
 	if len(t.conns[cred]) == 0 {
 		delete(t.conns, cred)
 	}
+	now := time.Now()
+	t.accrueLocked(now)
+	t.live--
 	t.mu.Unlock()
-	t.usage.Disconnected(time.Now())
+	t.usage.Disconnected(now)
+}
+
+func (t *tenant) accrueLocked(now time.Time) {
+	if !t.liveSince.IsZero() && now.After(t.liveSince) {
+		t.connTime += time.Duration(t.live) * now.Sub(t.liveSince)
+	}
+	t.liveSince = now
+}
+
+// connectionTime is the time of the tenant's connections on this node,
+// summed over connections, since its shard opened.
+func (t *tenant) connectionTime(now time.Time) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.accrueLocked(now)
+	return t.connTime
+}
+
+// storedBytes is the size of the tenant's logs on this node's disk (0
+// without a data directory).
+func (t *tenant) storedBytes() int64 {
+	if t.store == nil {
+		return 0
+	}
+	return t.store.Size()
 }
 
 // closeCredential ends every live connection of a revoked credential (MQTT
@@ -220,6 +260,7 @@ func (t *tenant) sample() {
 		t.usage.AddDrops(reason, int64(v-t.last.Dropped[reason]))
 	}
 	t.last = s
+	t.usage.StoredBytes.Store(t.storedBytes()) // a gauge, read at every flush
 }
 
 // sampleAll brings every tenant's usage up to date.

@@ -14,18 +14,51 @@ import (
 var (
 	ErrInvalidTopic = errors.New("shard: invalid topic name")
 	ErrNoSession    = errors.New("shard: no such session")
+	// ErrRetainedQuota refuses a retained message over the tenant's
+	// retained-messages quota (count or bytes).
+	ErrRetainedQuota = errors.New("shard: retained message quota reached")
 )
 
 // Publish publishes a message that does not come from an MQTT client (the
-// HTTP publish API). topic must be a valid topic name outside $SYS; props
-// are copied. It returns the number of sessions the message was handed to.
+// HTTP publish API), without quotas; see PublishLimited.
 func (s *Shard) Publish(topicName string, payload []byte, qos byte, retain bool, props packet.Properties) (int, error) {
+	return s.PublishLimited(topicName, payload, qos, retain, props, nil)
+}
+
+// PublishLimited publishes a message that does not come from an MQTT
+// client (the HTTP publish API) after the admission a device's PUBLISH
+// passes: l's size, rate and monthly quotas (asked as of an MQTT 5
+// client, so never throttled), then the retained quota. topic must be a
+// valid topic name outside $SYS; props are copied. A refusal by l is its
+// reason code as the error (packet.ErrQuotaExceeded,
+// packet.ErrPacketTooLarge, ...); over the retained quota it is
+// ErrRetainedQuota. An accepted message counts one message in, its payload
+// in bytes in, and in its topic's traffic. It returns the number of
+// sessions the message was handed to.
+func (s *Shard) PublishLimited(topicName string, payload []byte, qos byte, retain bool, props packet.Properties, l Limiter) (int, error) {
 	if !packet.ValidTopicName([]byte(topicName)) || strings.HasPrefix(topicName, "$") {
 		return 0, ErrInvalidTopic
 	}
 	if qos > 2 {
 		return 0, packet.ErrQoSNotSupported
 	}
+	if l != nil {
+		if code, _ := l.AdmitPublish(len(payload), packet.Version5); code != packet.CodeSuccess {
+			return 0, code
+		}
+		if retain && len(payload) > 0 {
+			maxMsgs, maxBytes := l.MaxRetained()
+			msgs, bytes := s.tenantRetained()
+			if (maxMsgs > 0 && msgs >= maxMsgs) || (maxBytes > 0 && bytes+int64(len(payload)) > maxBytes) {
+				if _, ok := s.retained.Get(topicName); !ok { // replacing an existing one is fine
+					return 0, ErrRetainedQuota
+				}
+			}
+		}
+	}
+	s.stats.msgsIn.Add(1)
+	s.stats.bytesIn.Add(uint64(len(payload)))
+	s.topics.add([]byte(topicName), len(payload))
 	p := packet.Publish{QoS: qos, Retain: retain, Topic: []byte(topicName), Payload: payload, Props: props}
 	m := newMessage(&p, p.Topic, time.Now(), noPublisher)
 	mt := s.matches.Get().(*topic.Matches)
@@ -75,8 +108,11 @@ func (s *Shard) Kick(clientID string, discard bool) error {
 
 // SessionInfo is one session as the admin API shows it.
 type SessionInfo struct {
-	ClientID        string `json:"client_id"`
-	Connected       bool   `json:"connected"`
+	ClientID  string `json:"client_id"`
+	Connected bool   `json:"connected"`
+	// ProtocolVersion is that of the session's last connection (4 for
+	// 3.1 and 3.1.1, 5), kept while it is offline; omitted for a session
+	// restored from disk that no client has taken since the shard opened.
 	ProtocolVersion byte   `json:"protocol_version,omitempty"`
 	RemoteAddr      string `json:"remote_addr,omitempty"`
 	Subscriptions   int    `json:"subscriptions"`
@@ -102,15 +138,18 @@ func (s *Shard) Sessions() []SessionInfo {
 	for _, sess := range all {
 		info := SessionInfo{ClientID: sess.clientID, Subscriptions: s.tree.Count(sess.id)}
 		sess.mu.Lock()
+		info.ProtocolVersion = sess.version
 		if c := sess.conn; c != nil {
-			info.Connected, info.ProtocolVersion, info.RemoteAddr = true, c.version, c.info.RemoteAddr
+			info.Connected, info.RemoteAddr = true, c.info.RemoteAddr
 			at := time.Unix(0, sess.attachedAt).UTC()
 			info.ConnectedAt = &at
 		}
 		for _, n := range sess.dropped {
 			info.Dropped += n
 		}
-		info.QueuedMessages, info.Inflight = sess.queue.len(), len(sess.inflight)
+		// Queued: in memory, and in the message log by offset (what an
+		// offline persistent session holds).
+		info.QueuedMessages, info.Inflight = sess.queue.len()+sess.stored.len(), len(sess.inflight)
 		sess.mu.Unlock()
 		out = append(out, info)
 	}
@@ -119,10 +158,10 @@ func (s *Shard) Sessions() []SessionInfo {
 }
 
 // Topics lists the topics published to since the shard opened, busiest
-// first, with their rates since the previous call and their current
-// subscriber counts.
+// first, with their rates over the last 10 seconds (a sliding window that
+// reading does not disturb) and their current subscriber counts.
 func (s *Shard) Topics() []TopicInfo {
-	now := time.Now()
+	now := time.Now().Unix()
 	var out []TopicInfo
 	for i := range s.topics.stripes {
 		st := &s.topics.stripes[i]

@@ -79,6 +79,7 @@ type conn struct {
 	readsBig bool     // the last burst needed a buffer past readBufSize
 	slab     slab     // inbound messages
 	out      outbox   // connections with output from the packets being read
+	connRead int64    // monoOf the CONNECT's read until its CONNACK is sent; 0 none
 }
 
 // ServeConn runs one client connection to completion: CONNECT, the
@@ -163,7 +164,7 @@ func (c *conn) kickReasonValue() packet.ReasonCode {
 // DISCONNECT with reason 0x00 [MQTT-3.14.4-3] [MQTT-3.1.2-8].
 func (c *conn) readLoop() (sendWill bool) {
 	s := c.shard
-	defer c.out.flush()
+	defer c.flushOut()
 	for {
 		if c.keepAlive > 0 {
 			// [MQTT-3.1.2-22] (3.1.1: [MQTT-3.1.2-24]) one and a half
@@ -171,7 +172,7 @@ func (c *conn) readLoop() (sendWill bool) {
 			_ = c.nc.SetReadDeadline(time.Now().Add(c.keepAlive))
 		}
 		if c.out.n > 0 && (c.out.packets >= outboxPackets || !c.rd.Ready()) {
-			c.out.flush() // before waiting for input, or after a long burst
+			c.flushOut() // before waiting for input, or after a long burst
 		}
 		if c.rd.Buffered() == 0 {
 			c.slab.release() // about to wait: an idle connection holds no chunk
@@ -188,7 +189,7 @@ func (c *conn) readLoop() (sendWill bool) {
 			return true
 		}
 		c.out.packets++
-		s.stats.bytesIn.Add(uint64(len(body) + 2))
+		s.stats.bytesIn.Add(uint64(fh.Size())) // the whole packet: fixed header and body
 		err = c.handle(fh, body)
 		switch {
 		case err == nil:

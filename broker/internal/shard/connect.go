@@ -18,7 +18,7 @@ import (
 // one step's packets at a time: a goroutine's stack never shrinks below
 // twice its deepest use, and held connections are many.
 func (c *conn) handshake() (present, ok bool) {
-	cp, ok := c.readConnect()
+	cp, read, ok := c.readConnect()
 	if !ok {
 		return false, false
 	}
@@ -32,6 +32,7 @@ func (c *conn) handshake() (present, ok bool) {
 		return false, false
 	}
 	c.queueConnack(sess, cp, &o, present)
+	c.connRead = read
 	_ = c.nc.SetReadDeadline(time.Time{})
 	return present, true
 }
@@ -47,21 +48,22 @@ type connectTerms struct {
 
 // readConnect reads, decodes and authenticates the CONNECT; on failure
 // the refusal has been written.
-func (c *conn) readConnect() (*packet.Connect, bool) {
+func (c *conn) readConnect() (_ *packet.Connect, read int64, ok bool) {
 	s := c.shard
 	_ = c.nc.SetReadDeadline(time.Now().Add(s.opts.ConnectTimeout))
 	fh, body, err := c.rd.ReadPacket(s.opts.MaxPacketSize)
 	if err != nil {
-		return nil, false // nothing, garbage or silence before CONNECT: just close
+		return nil, 0, false // nothing, garbage or silence before CONNECT: just close
 	}
 	if fh.Type != packet.TypeConnect {
-		return nil, false // [MQTT-3.1.0-1] the first packet must be CONNECT
+		return nil, 0, false // [MQTT-3.1.0-1] the first packet must be CONNECT
 	}
-	s.stats.bytesIn.Add(uint64(len(body) + 2))
+	read = monoNow()
+	s.stats.bytesIn.Add(uint64(fh.Size())) // the whole packet: fixed header and body
 	cp := new(packet.Connect)
 	if err := cp.Decode(0, fh, body); err != nil {
 		c.refuseDecode(cp, err)
-		return nil, false
+		return nil, 0, false
 	}
 	c.version = cp.Version
 	if c.version == packet.Version31 {
@@ -73,22 +75,22 @@ func (c *conn) readConnect() (*packet.Connect, bool) {
 	switch {
 	case c.info.Refuse != 0:
 		c.refuse(c.info.Refuse)
-		return nil, false
+		return nil, 0, false
 	case v5 && cp.Props.Has.Has(packet.PropAuthMethod) &&
 		(c.info.AuthMethod == "" || string(cp.Props.AuthMethod) != c.info.AuthMethod):
 		c.refuse(packet.ErrBadAuthMethod) // a method we do not speak (MQTT 5.0 section 4.12)
-		return nil, false
+		return nil, 0, false
 	case !cp.UsernameFlag && !c.info.AllowAnonymous:
 		c.refuse(packet.ErrNotAuthorized)
-		return nil, false
+		return nil, 0, false
 	case cp.UsernameFlag && c.info.Authenticate != nil && !c.info.Authenticate(cp.Username, cp.Password):
 		c.refuse(packet.ErrBadUsernameOrPassword)
-		return nil, false
+		return nil, 0, false
 	case !c.info.Deadline.IsZero() && !time.Now().Before(c.info.Deadline):
 		c.refuse(packet.ErrNotAuthorized)
-		return nil, false
+		return nil, 0, false
 	}
-	return cp, true
+	return cp, read, true
 }
 
 // applyConnect sets the connection up from the CONNECT: client id, keep

@@ -19,6 +19,7 @@ type pendingAck struct {
 	typ  packet.Type
 	id   uint16
 	code packet.ReasonCode
+	read int64 // monoOf the PUBLISH's read (Latency); 0 no sample
 }
 
 // ackSyncer pipelines acknowledgements under wal.SyncAlways: a reader
@@ -62,6 +63,7 @@ func (c *conn) ackPublish(m *message, qos byte, id uint16, code packet.ReasonCod
 		c.sendAckLocked(t, id, code) // [MQTT-4.3.2-4]
 		sess.mu.Unlock()
 		c.out.add(c)
+		c.noteAck(m.readAt)
 		return nil
 	}
 	var off uint64
@@ -71,7 +73,7 @@ func (c *conn) ackPublish(m *message, qos byte, id uint16, code packet.ReasonCod
 	if n := len(c.pendingAcks); n > 0 {
 		off = max(off, c.pendingAcks[n-1].off)
 	}
-	c.pendingAcks = append(c.pendingAcks, pendingAck{off: off, typ: t, id: id, code: code})
+	c.pendingAcks = append(c.pendingAcks, pendingAck{off: off, typ: t, id: id, code: code, read: m.readAt})
 	sess.mu.Unlock()
 	s.waitAck(c, off)
 	return nil
@@ -138,9 +140,16 @@ func (c *conn) releaseAcks(durable uint64, err error) {
 		return
 	}
 	i := 0
+	var now int64
 	for ; i < len(c.pendingAcks) && c.pendingAcks[i].off < durable; i++ {
 		pa := c.pendingAcks[i]
 		c.sendAckLocked(pa.typ, pa.id, pa.code)
+		if pa.read != 0 {
+			if now == 0 {
+				now = monoNow()
+			}
+			c.shard.opts.Latency.Ack.Record(now - pa.read)
+		}
 	}
 	n := copy(c.pendingAcks, c.pendingAcks[i:])
 	c.pendingAcks = c.pendingAcks[:n]

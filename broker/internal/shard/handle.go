@@ -151,7 +151,9 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 		}
 		return nil
 	}
-	m := c.slab.newMessage(p, name, time.Now(), sess.id, c.rd.Buffered())
+	now := time.Now()
+	m := c.slab.newMessage(p, name, now, sess.id, c.rd.Buffered())
+	m.readAt = monoOf(now)
 	matched := s.publishVia(m, &c.in.matches, &c.out)
 	code = packet.CodeSuccess
 	if matched == 0 && c.version == packet.Version5 {

@@ -20,6 +20,10 @@ type inbound struct {
 	disc    packet.Disconnect
 	auth    packet.Auth
 	matches topic.Matches
+	// Read times of the PUBLISH packets acknowledged since the last
+	// outbox flush (Latency).
+	acks  [maxAckStamps]int64
+	nacks int
 }
 
 // idle waits for the client's next packet holding no buffer or scratch,
@@ -73,6 +77,7 @@ func (c *conn) releaseInput() {
 		s.bigBufs.Put(h)
 	}
 	if c.in != nil {
+		c.recordSent() // normally done by the outbox flush already
 		s.inbound.Put(c.in)
 		c.in = nil
 	}

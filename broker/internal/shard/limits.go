@@ -108,11 +108,70 @@ type topicStripe struct {
 
 type topicStat struct {
 	msgs, bytes atomic.Uint64
-	first       time.Time
-	mu          sync.Mutex // guards the rate window below (admin reads only)
-	lastAt      time.Time
-	lastMsgs    uint64
-	lastBytes   uint64
+	window      rateWindow
+}
+
+// rateWindow counts a topic's messages and bytes in the last rateSeconds
+// seconds, one slot per second, so that its rates are a sliding window
+// that readers only read. Each slot is one atomic word per meter: the
+// second it counts (its low rateTagBits bits) above the count, so a
+// publisher moves a slot to a new second and counts in it with a single
+// compare-and-swap, without a lock or an allocation.
+type rateWindow struct {
+	msgs  [rateSeconds]atomic.Uint64
+	bytes [rateSeconds]atomic.Uint64
+}
+
+const (
+	// rateSeconds is the span of the live rates.
+	rateSeconds = 10
+	rateTagBits = 24 // the slot's second mod 2^24 (194 days)
+	rateCount   = 1<<(64-rateTagBits) - 1
+)
+
+// add counts one message of size bytes in second sec (Unix seconds).
+func (w *rateWindow) add(sec int64, size uint64) {
+	i := sec % rateSeconds
+	addSlot(&w.msgs[i], sec, 1)
+	addSlot(&w.bytes[i], sec, size)
+}
+
+// rateTag is second sec as it is kept above a slot's count.
+func rateTag(sec int64) uint64 {
+	return (uint64(sec) & (1<<rateTagBits - 1)) << (64 - rateTagBits)
+}
+
+func addSlot(slot *atomic.Uint64, sec int64, n uint64) {
+	tag := rateTag(sec)
+	for {
+		old := slot.Load()
+		next := tag | min(n, rateCount)
+		if old&^rateCount == tag {
+			next = tag | min(old&rateCount+n, rateCount)
+		}
+		if slot.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+func loadSlot(slot *atomic.Uint64, sec int64) uint64 {
+	if v := slot.Load(); v&^rateCount == rateTag(sec) {
+		return v & rateCount
+	}
+	return 0
+}
+
+// rates returns the messages and bytes per second over the rateSeconds
+// seconds ending with second now (the current, partial one included).
+func (w *rateWindow) rates(now int64) (mps, bps float64) {
+	var m, b uint64
+	for sec := now - rateSeconds + 1; sec <= now; sec++ {
+		i := sec % rateSeconds
+		m += loadSlot(&w.msgs[i], sec)
+		b += loadSlot(&w.bytes[i], sec)
+	}
+	return float64(m) / rateSeconds, float64(b) / rateSeconds
 }
 
 func (t *topicStats) add(name []byte, size int) {
@@ -129,12 +188,13 @@ func (t *topicStats) add(name []byte, size int) {
 		if stripe.m == nil {
 			stripe.m = make(map[string]*topicStat)
 		}
-		st = &topicStat{first: time.Now()}
+		st = &topicStat{}
 		stripe.m[string(name)] = st
 	}
 	stripe.mu.Unlock()
 	st.msgs.Add(1)
 	st.bytes.Add(uint64(size))
+	st.window.add(time.Now().Unix(), uint64(size))
 }
 
 // TopicInfo is one topic's traffic as the admin API shows it.
@@ -147,21 +207,11 @@ type TopicInfo struct {
 	Subscribers int     `json:"subscribers"`
 }
 
-// rates returns the rates since the previous call (or since the topic was
-// first seen) and starts a new window.
-func (st *topicStat) rates(now time.Time) (msgs, bytes uint64, mps, bps float64) {
-	msgs, bytes = st.msgs.Load(), st.bytes.Load()
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	from, m0, b0 := st.lastAt, st.lastMsgs, st.lastBytes
-	if from.IsZero() {
-		from, m0, b0 = st.first, 0, 0
-	}
-	if dt := now.Sub(from).Seconds(); dt > 0 {
-		mps, bps = float64(msgs-m0)/dt, float64(bytes-b0)/dt
-	}
-	st.lastAt, st.lastMsgs, st.lastBytes = now, msgs, bytes
-	return msgs, bytes, mps, bps
+// rates returns the topic's totals and its rates over the last
+// rateSeconds seconds ending with second now. Reading changes nothing.
+func (st *topicStat) rates(now int64) (msgs, bytes uint64, mps, bps float64) {
+	mps, bps = st.window.rates(now)
+	return st.msgs.Load(), st.bytes.Load(), mps, bps
 }
 
 // SetLimits changes the outbound inflight window cap (Options.MaxInflight)

@@ -21,6 +21,7 @@ type message struct {
 	retain    bool
 	props     packet.Properties // owned copies; no Topic Alias or Subscription Identifiers
 	created   int64             // unix nanoseconds
+	readAt    int64             // monoOf the time its PUBLISH was read; 0 when not read from a client
 	expireAt  int64             // unix nanoseconds; 0 never [MQTT-3.3.2-5]
 	publisher topic.SubscriberID
 	size      int // bytes counted against queue limits

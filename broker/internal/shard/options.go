@@ -81,6 +81,10 @@ type Options struct {
 	// subscriber (or refused by a quota) to $berth/dlq/<reason> in this
 	// shard (see deadletter.go).
 	DeadLetters bool
+	// Latency receives the latency of every delivery, acknowledgement and
+	// connect (see Latency); a nil histogram is replaced by one of the
+	// shard's own.
+	Latency Latency
 }
 
 // Defaults.
@@ -109,6 +113,7 @@ func (o Options) withDefaults() Options {
 	if o.Store == nil {
 		o.Store = store.NewMemory()
 	}
+	o.Latency = o.Latency.withDefaults()
 	setInt := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d

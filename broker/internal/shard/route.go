@@ -53,6 +53,7 @@ func (s *Shard) attach(c *conn, clean bool, expiry uint32) (sess *session, prese
 		sess.mu.Lock()
 		sess.conn = c
 		sess.attachedAt = time.Now().UnixNano()
+		sess.version = c.version
 		c.window = min(c.recvMax, int(s.maxInflight.Load()))
 		sess.online.Store(true)
 		sess.gen++
@@ -107,8 +108,11 @@ func (s *Shard) detach(c *conn, sendWill bool) {
 			sess.dropLocked(DropOffline)
 			continue
 		}
-		// Rotate the QoS 1/2 delivery to the back, keeping order.
-		sess.queue.push(sess.queue.pop())
+		// Rotate the QoS 1/2 delivery to the back, keeping order; it is
+		// no longer live (see Latency).
+		d := sess.queue.pop()
+		d.live = false
+		sess.queue.push(d)
 		i++
 	}
 	if s.log != nil && expiry != 0 {
@@ -178,6 +182,7 @@ func (s *Shard) publishVia(m *message, matches *topic.Matches, out *outbox) int 
 			// [MQTT-3.3.1-12] RETAIN is cleared unless Retain As
 			// Published; 3.1.1 [MQTT-3.3.1-9] always clears it.
 			retain: m.retain && md.RetainAsPublished,
+			live:   m.readAt != 0 && sess.online.Load(),
 		}
 		if len(md.SubscriptionIDs) > 0 {
 			d.setSubIDs(md.SubscriptionIDs)

@@ -36,7 +36,10 @@ type delivery struct {
 	// runStart: the first queued delivery of a message from its slab
 	// chunk (see ring).
 	runStart bool
-	seq      uint64 // send order, for redelivery [MQTT-4.4.0-1]
+	// live: routed from a client's PUBLISH to a connected session; its
+	// write is a delivery latency sample (see Latency).
+	live bool
+	seq  uint64 // send order, for redelivery [MQTT-4.4.0-1]
 }
 
 func (d *delivery) setSubIDs(ids []uint32) {
@@ -64,6 +67,7 @@ type session struct {
 	conn        *conn
 	gen         uint64 // incremented on every attach; invalidates timers
 	attachedAt  int64  // when conn attached, Unix nanoseconds (the admin API's connected_at)
+	version     byte   // protocol version of the last connection (0: none since the shard opened)
 	expiry      uint32 // Session Expiry Interval, seconds
 	queue       ring
 	queuedBytes int

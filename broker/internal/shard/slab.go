@@ -96,6 +96,7 @@ func (m *message) own() *message {
 	c := newMessage(&p, m.topic, time.Unix(0, m.created), m.publisher)
 	c.expireAt = m.expireAt
 	c.off, c.lost, c.dead = m.off, m.lost, m.dead
+	c.readAt = m.readAt
 	if !m.owned.CompareAndSwap(nil, c) {
 		return m.owned.Load()
 	}

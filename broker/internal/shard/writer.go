@@ -45,6 +45,7 @@ type batch struct {
 	backing [][]byte    // the storage of bufs, kept because WriteTo advances bufs
 	arena   []byte      // per-subscriber PUBLISH headers of this batch
 	msgs    int         // PUBLISH packets in the batch
+	stamps  []int64     // read times of the batch's live deliveries (Latency)
 	flat    []byte      // the batch in one piece, for connections without writev
 
 	// Stored messages: their payloads go from the log's segment files to
@@ -183,6 +184,7 @@ func (c *conn) writeAll() (done bool) {
 		if !c.writeOut(s.opts.WriteTimeout, true) {
 			return true
 		}
+		c.recordDeliveries() // the rest of an inline write
 	}
 	for {
 		c.prefetchStored()
@@ -203,6 +205,7 @@ func (c *conn) writeAll() (done bool) {
 		if !c.writeOut(timeout, false) {
 			return true
 		}
+		c.recordDeliveries()
 		s.stats.msgsOut.Add(uint64(c.w.b.msgs))
 	}
 }
@@ -269,6 +272,7 @@ func (c *conn) writeInline() bool {
 		rest = rest[1:]
 	}
 	if len(rest) == 0 && err == nil {
+		c.recordDeliveries()
 		return true
 	}
 	if len(rest) > 0 {
@@ -324,6 +328,7 @@ func (c *conn) startBatchLocked() {
 	w.vec = w.vec[:0]
 	w.arena = w.arena[:0]
 	w.msgs = 0
+	w.stamps = w.stamps[:0]
 	if len(c.ctrl) > 0 {
 		c.w.ctrlOut, c.ctrl = c.ctrl, c.w.ctrlOut[:0]
 		w.vec = append(w.vec, c.w.ctrlOut)
@@ -355,6 +360,8 @@ func (c *conn) fillLocked() int {
 		}
 		dv := sess.queue.pop()
 		sess.queuedBytes -= dv.msg.size
+		live := dv.live
+		dv.live = false // a redelivery is no sample
 		if dv.msg.expired(now) {
 			sess.deadLetterLocked(DropExpired, dv.msg, dv.qos) // [MQTT-3.3.2-5]
 			continue
@@ -367,6 +374,9 @@ func (c *conn) fillLocked() int {
 		w.vec = append(w.vec, hdr)
 		if len(dv.msg.payload) > 0 {
 			w.vec = append(w.vec, dv.msg.payload)
+		}
+		if live {
+			w.stamps = append(w.stamps, dv.msg.readAt)
 		}
 		bytes += len(hdr) + len(dv.msg.payload)
 		w.msgs++

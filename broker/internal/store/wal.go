@@ -103,6 +103,12 @@ func OpenWAL(o WALOptions) (*WAL, error) {
 // Messages returns the tenant's message log. The store closes it.
 func (w *WAL) Messages() *wal.Log { return w.messages }
 
+// Size is the bytes of the tenant's logs on disk (messages, retained
+// messages, sessions): its stored_bytes usage and what retention bounds.
+func (w *WAL) Size() int64 {
+	return w.messages.Size() + w.retained.Size() + w.sessions.Size()
+}
+
 // Compact rolls the keyed logs and compacts them: the newest record per
 // key remains, tombstones and what they delete go.
 func (w *WAL) Compact() error {

@@ -152,6 +152,7 @@ func Write(ctx context.Context, pool *pgxpool.Pool, b *Batch) error {
 					ON CONFLICT (tenant_id, bucket, node_id, reason) DO UPDATE SET count = usage_drops.count + EXCLUDED.count`,
 					d.TenantID, b.NodeID, b.Bucket, reason, n)
 			}
+			queueLatency(&q, b.NodeID, b.Bucket, &d)
 		}
 		return tx.SendBatch(ctx, &q).Close()
 	})

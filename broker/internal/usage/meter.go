@@ -25,6 +25,8 @@ type Counters struct {
 	BytesOut    atomic.Int64
 	// StoredBytes is a gauge (the tenant's log size), not a delta.
 	StoredBytes atomic.Int64
+	// Latency is every message's and connection's latency (latency.go).
+	Latency Latency
 
 	// Drops by reason, and connection time integrated over changes in the
 	// number of live connections: both are rare next to publishes.
@@ -88,11 +90,12 @@ type Delta struct {
 	ConnectionNanos int64
 	StoredBytes     int64
 	Drops           map[string]int64
+	Latency         []LatencyDelta // non-empty histograms only
 }
 
 func (d Delta) empty() bool {
 	return d.MessagesIn == 0 && d.MessagesOut == 0 && d.BytesIn == 0 && d.BytesOut == 0 &&
-		d.ConnectionNanos < int64(time.Second) && len(d.Drops) == 0
+		d.ConnectionNanos < int64(time.Second) && len(d.Drops) == 0 && len(d.Latency) == 0
 }
 
 // take moves the counters' totals into a Delta, leaving them at zero (the
@@ -105,6 +108,7 @@ func (c *Counters) take(id string, now time.Time) Delta {
 		BytesIn:     c.BytesIn.Swap(0),
 		BytesOut:    c.BytesOut.Swap(0),
 		StoredBytes: c.StoredBytes.Load(),
+		Latency:     c.Latency.take(),
 	}
 	c.mu.Lock()
 	if len(c.drops) > 0 {

@@ -122,8 +122,12 @@ func (f *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.publish = body
 		f.mu.Unlock()
-		if body["topic"] == "too/big" {
-			js(413, map[string]string{"error": "message exceeds max_message_size"})
+		switch body["topic"] {
+		case "too/big":
+			js(413, map[string]string{"error": "message exceeds max_message_size", "quota": "size"})
+			return
+		case "over/month":
+			js(429, map[string]string{"error": "the tenant's monthly messages quota (2) is used up until 2026-02-01T00:00:00Z", "quota": "monthly"})
 			return
 		}
 		js(202, map[string]bool{"accepted": true})
@@ -182,6 +186,11 @@ func TestLiveViewsThroughNode(t *testing.T) {
 	}
 	fn.mu.Unlock()
 	want(t, e.do(t, "POST", p+"/publish", u.key, map[string]any{"topic": "too/big", "payload": "x"}), http.StatusRequestEntityTooLarge)
+	r = e.do(t, "POST", p+"/publish", u.key, map[string]any{"topic": "over/month", "payload": "x"})
+	want(t, r, http.StatusTooManyRequests)
+	if pr := r.problem(t); !strings.HasSuffix(pr.Type, "/quota-exceeded") || !strings.Contains(pr.Detail, "monthly messages quota") {
+		t.Fatalf("over the monthly quota: %s", r.body)
+	}
 	for _, bad := range []map[string]any{
 		{"topic": "a/+", "payload": "x"},
 		{"topic": "", "payload": "x"},

@@ -156,6 +156,8 @@ func problemFor(err error) Problem {
 			return p(http.StatusUnprocessableEntity, "validation", "Refused by the broker", nodeErr.Message)
 		case http.StatusRequestEntityTooLarge:
 			return p(http.StatusRequestEntityTooLarge, "too-large", "Message too large", nodeErr.Message)
+		case http.StatusTooManyRequests: // a quota: rate, monthly messages or retained messages
+			return p(http.StatusTooManyRequests, "quota-exceeded", "Quota exceeded", nodeErr.Message)
 		}
 		return p(http.StatusBadGateway, "node-error", "The tenant's broker node refused the request", nodeErr.Message)
 	case errors.Is(err, credential.ErrKeyEncryption):

@@ -135,6 +135,7 @@ func NewRouter(o Options) (chi.Router, error) {
 				r.Delete("/tenants/{tid}/sessions/{clientid}", handler(a.kickSession))
 
 				r.Get("/tenants/{tid}/usage", handler(a.usage))
+				r.Get("/tenants/{tid}/latency", handler(a.latency))
 				r.Get("/tenants/{tid}/traces", handler(a.listTraces))
 				r.Get("/tenants/{tid}/traces/{trace_id}", handler(a.getTrace))
 			})

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"regexp"
-	"strconv"
 	"time"
 
 	"berth.dev/services/internal/store"
@@ -56,25 +55,12 @@ type usageJSON struct {
 
 // usage answers the tenant's usage series: ?from=&to= (RFC 3339) and
 // ?step= (a duration like 5m or 1h, at least 1m, whole seconds), at most
-// 1440 points.
+// 1440 points, one per UTC step bucket aligned to the Unix epoch that
+// meets [from, to); the answer's from and to are the aligned bounds.
 func (a *api) usage(w http.ResponseWriter, r *http.Request) error {
 	var v validator
-	from, to := timeRange(r, &v)
-	step := time.Hour
-	if s := r.URL.Query().Get("step"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			v.add("step", "must be a duration like 1m, 5m or 1h")
-		} else {
-			step = d
-		}
-	}
-	v.check(step >= minStep, "step", "must be at least 1m")
-	v.check(step%time.Second == 0, "step", "must be a whole number of seconds")
-	if step >= minStep && from.Before(to) {
-		v.check(to.Sub(from)/step < maxPoints, "step", "gives more than "+strconv.Itoa(maxPoints)+" points for this range; use a larger step")
-	}
-	if err := v.err(); err != nil {
+	from, to, step, err := seriesRange(r, &v)
+	if err != nil {
 		return err
 	}
 	points, err := a.store.Usage(r.Context(), tenantFrom(r.Context()).ID, from, to, step)

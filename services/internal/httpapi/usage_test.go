@@ -68,6 +68,47 @@ func TestUsage(t *testing.T) {
 		t.Fatalf("point 2 %+v", p2)
 	}
 
+	// Buckets align to step boundaries (UTC, from the Unix epoch), not to
+	// from: each point is a whole bucket [k·step, (k+1)·step) meeting
+	// [from, to).
+	for _, c := range []struct {
+		name, from, to, step string
+		first                time.Time
+		n                    int
+		firstIn              int64
+	}{
+		{"hour from mid-hour", "2026-03-01T00:30:00Z", "2026-03-01T02:30:00Z", "1h", base, 3, 13},
+		{"15m from 7m", "2026-03-01T00:07:00Z", "2026-03-01T00:20:00Z", "15m", base, 2, 13},
+		{"day from noon", "2026-03-01T12:00:00Z", "2026-03-02T12:00:00Z", "24h", base, 2, 16},
+		{"aligned", "2026-03-01T01:00:00Z", "2026-03-01T03:00:00Z", "1h", base.Add(time.Hour), 2, 0},
+	} {
+		t.Run("aligned/"+c.name, func(t *testing.T) {
+			q := url.Values{"from": {c.from}, "to": {c.to}, "step": {c.step}}
+			r := e.do(t, "GET", "/v1/tenants/"+u.tenantID+"/usage?"+q.Encode(), u.key, nil)
+			want(t, r, http.StatusOK)
+			var got struct {
+				From, To time.Time
+				Points   []struct {
+					T          time.Time
+					MessagesIn int64 `json:"messages_in"`
+				}
+			}
+			r.json(t, &got)
+			if len(got.Points) != c.n || !got.Points[0].T.Equal(c.first) || got.Points[0].MessagesIn != c.firstIn || !got.From.Equal(c.first) {
+				t.Fatalf("series %s", r.body)
+			}
+			step, _ := time.ParseDuration(c.step)
+			for i, p := range got.Points {
+				if p.T.UnixNano()%int64(step) != 0 || !p.T.Equal(c.first.Add(time.Duration(i)*step)) {
+					t.Fatalf("point %d at %s is not on a %s boundary: %s", i, p.T, c.step, r.body)
+				}
+			}
+			if !got.To.Equal(got.Points[len(got.Points)-1].T.Add(step)) {
+				t.Fatalf("to %s, want the end of the last bucket: %s", got.To, r.body)
+			}
+		})
+	}
+
 	for _, c := range []struct {
 		name, query, field string
 	}{
@@ -91,6 +132,9 @@ func TestUsage(t *testing.T) {
 	r.json(t, &out)
 	if len(out.Points) != 24 {
 		t.Fatalf("default series has %d points", len(out.Points))
+	}
+	if p := out.Points[0].T; !p.Equal(p.Truncate(time.Hour)) {
+		t.Fatalf("default series starts at %s, not on the hour", p)
 	}
 }
 

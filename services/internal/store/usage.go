@@ -19,11 +19,14 @@ type UsagePoint struct {
 	Drops             map[string]int64
 }
 
-// Usage returns the tenant's usage in [from, to) bucketed by step (aligned
-// to from with date_bin), one point per step, zero where nothing was
-// recorded. step must be a whole number of seconds.
+// Usage returns the tenant's usage by step, in buckets aligned to the Unix
+// epoch (UTC): one point for each bucket [k·step, (k+1)·step) that
+// intersects [from, to), zero where nothing was recorded, each point
+// covering its whole bucket (so a series may start before from and end
+// after to). step must be a whole number of seconds.
 func (s *Store) Usage(ctx context.Context, tid string, from, to time.Time, step time.Duration) ([]UsagePoint, error) {
 	stepSec := int64(step / time.Second)
+	from, to = AlignRange(from, to, step)
 	var points []UsagePoint
 	index := map[int64]int{}
 	for t := from; t.Before(to); t = t.Add(step) {
@@ -33,7 +36,7 @@ func (s *Store) Usage(ctx context.Context, tid string, from, to time.Time, step 
 	rows, err := s.pool.Query(ctx, `
 		SELECT b, sum(mi)::bigint, sum(mo)::bigint, sum(bi)::bigint, sum(bo)::bigint, sum(cs)::bigint, max(sb)::bigint
 		FROM (
-			SELECT date_bin($4::bigint * interval '1 second', bucket, $2) AS b, bucket,
+			SELECT date_bin($4::bigint * interval '1 second', bucket, 'epoch'::timestamptz) AS b, bucket,
 			       sum(messages_in) AS mi, sum(messages_out) AS mo, sum(bytes_in) AS bi, sum(bytes_out) AS bo,
 			       sum(connection_seconds) AS cs, sum(stored_bytes) AS sb
 			FROM usage WHERE tenant_id = $1 AND bucket >= $2 AND bucket < $3
@@ -59,7 +62,7 @@ func (s *Store) Usage(ctx context.Context, tid string, from, to time.Time, step 
 		return nil, classify("usage", err)
 	}
 	rows, err = s.pool.Query(ctx, `
-		SELECT date_bin($4::bigint * interval '1 second', bucket, $2) AS b, reason, sum(count)::bigint
+		SELECT date_bin($4::bigint * interval '1 second', bucket, 'epoch'::timestamptz) AS b, reason, sum(count)::bigint
 		FROM usage_drops WHERE tenant_id = $1 AND bucket >= $2 AND bucket < $3
 		GROUP BY 1, 2 ORDER BY 1, 2`, tid, from, to, stepSec)
 	if err != nil {
@@ -78,4 +81,25 @@ func (s *Store) Usage(ctx context.Context, tid string, from, to time.Time, step 
 		}
 	}
 	return points, classify("usage drops", rows.Err())
+}
+
+// AlignRange widens [from, to) to whole steps aligned to the Unix epoch
+// (UTC): from down to the step boundary at or before it, to up to the one
+// at or after it. step must be a whole number of seconds.
+func AlignRange(from, to time.Time, step time.Duration) (time.Time, time.Time) {
+	sec := int64(step / time.Second)
+	lo := floorDiv(from.Unix(), sec) * sec
+	hi := floorDiv(to.Unix(), sec) * sec
+	if hi < to.Unix() || to.Nanosecond() > 0 {
+		hi += sec
+	}
+	return time.Unix(lo, 0).UTC(), time.Unix(hi, 0).UTC()
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
 }
