@@ -66,6 +66,8 @@ test('credential → publish → inspector, overview, usage → revoke drops the
   const monthBar = page.locator('.quota').filter({ hasText: 'Messages this month' });
   await reloadUntil(page, 'Overview', async () => {
     await expect(monthBar).toContainText(`${messages} of 1.0M`, { timeout: 1_000 });
+    // The Inspector's subscription got each message: as many deliveries, timed.
+    await expect(page.locator('.stat').filter({ hasText: 'Publish → delivery' })).toContainText(`${messages} deliveries`, { timeout: 1_000 });
   });
   await expect(page.locator('.stat').filter({ hasText: 'Messages in / s' })).toContainText('0.1'); // 30 over 5 minutes
   await shot(page, 'flow-overview');

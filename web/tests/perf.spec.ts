@@ -91,7 +91,7 @@ test('Overview charts 30 days of minute usage within 1 s', async ({ page }) => {
       w.__berthReady = new Promise<number>((resolve) => {
         const check = () => {
           const pressed = document.querySelector('[role="group"][aria-label="Time range"] button[aria-pressed="true"]')?.textContent?.trim();
-          if (pressed === range && document.querySelector('[data-ready="overview"]') && document.querySelectorAll('.chart canvas').length >= 4) {
+          if (pressed === range && document.querySelector('[data-ready="overview"]') && document.querySelectorAll('.chart canvas').length >= 5) {
             obs.disconnect();
             requestAnimationFrame(() => requestAnimationFrame(() => resolve(performance.now())));
           }
@@ -116,7 +116,7 @@ test('Overview charts 30 days of minute usage within 1 s', async ({ page }) => {
   const q = await page.context().newPage();
   await q.goto(overview);
   await expect(q.locator('[data-ready="overview"]')).toBeVisible();
-  await expect(q.locator('.chart canvas')).toHaveCount(4);
+  await expect(q.locator('.chart canvas')).toHaveCount(5); // four traffic charts and delivery latency
   const switchMs = await q.evaluate(async () => {
     const section = document.querySelector('[data-ready="overview"]')!;
     const button = [...document.querySelectorAll<HTMLButtonElement>('[role="group"][aria-label="Time range"] button')].find((b) => b.textContent?.trim() === '30d')!;
@@ -125,7 +125,7 @@ test('Overview charts 30 days of minute usage within 1 s', async ({ page }) => {
     const done = new Promise<number>((resolve) => {
       const obs = new MutationObserver(() => {
         if (section.getAttribute('data-ready') !== 'overview') left = true;
-        else if (left && document.querySelectorAll('.chart canvas').length >= 4) {
+        else if (left && document.querySelectorAll('.chart canvas').length >= 5) {
           obs.disconnect();
           requestAnimationFrame(() => requestAnimationFrame(() => resolve(performance.now())));
         }

@@ -25,6 +25,22 @@ test('a connect through the gateway shows as a trace and opens as a waterfall', 
   await expectNoSeriousA11yViolations(page);
   await shot(page, 'traces-list');
 
+  // The filters run on the server: by client id and kind the trace stays,
+  // as errors only or as another kind it goes.
+  const filters = page.getByRole('form', { name: 'Trace filters' });
+  await filters.getByLabel('Client id').fill(clientId);
+  await filters.getByRole('button', { name: 'Filter' }).click();
+  await filters.getByLabel('Kind').selectOption('gateway.connect');
+  await expect(link).toBeVisible();
+  await expect(page.getByRole('row')).toHaveCount(2); // the header and this trace
+  await filters.getByLabel('Errors only').check();
+  await expect(page.getByText('passes these filters')).toBeVisible();
+  await filters.getByLabel('Errors only').uncheck();
+  await filters.getByLabel('Kind').selectOption('mqtt.publish');
+  await expect(page.getByText('passes these filters')).toBeVisible();
+  await filters.getByLabel('Kind').selectOption('');
+  await expect(link).toBeVisible();
+
   await link.click();
   await expect(page).toHaveURL(new RegExp(`/traces/${traceId}$`));
   await expect(page.getByRole('heading', { level: 1, name: 'Trace' })).toBeVisible();

@@ -1,26 +1,5 @@
-// Latency views over sampled traces: percentiles per time bucket and a
-// duration histogram on log-scaled buckets.
-import { percentile } from './usage';
-
-export interface Sample {
-  t: number; // ms since the epoch
-  ns: number;
-}
-
-/** p50 and p99 per step between from and to; NaN where a step has no sample. */
-export function percentilesOverTime(samples: Sample[], from: number, to: number, stepMs: number): { x: number[]; p50: number[]; p99: number[] } {
-  const n = Math.max(1, Math.round((to - from) / stepMs));
-  const buckets: number[][] = Array.from({ length: n }, () => []);
-  for (const s of samples) {
-    const i = Math.floor((s.t - from) / stepMs);
-    if (i >= 0 && i < n) buckets[i].push(s.ns);
-  }
-  return {
-    x: buckets.map((_, i) => (from + i * stepMs) / 1000),
-    p50: buckets.map((b) => percentile(b, 50)),
-    p99: buckets.map((b) => percentile(b, 99)),
-  };
-}
+// Latency views: the API's per-message latency series placed on chart
+// steps, and a histogram of sampled trace durations on log-scaled buckets.
 
 /** Buckets of durations whose edges double, from 1 µs up: [lowerNs, upperNs, count]. */
 export function histogram(ns: number[]): { lo: number; hi: number; n: number }[] {
@@ -38,4 +17,39 @@ export function histogram(ns: number[]): { lo: number; hi: number; n: number }[]
     out[i].n++;
   }
   return out;
+}
+
+export type LatencyMetric = 'delivery' | 'ack' | 'connect';
+
+export const latencyMetrics: { key: LatencyMetric; label: string }[] = [
+  { key: 'delivery', label: 'Publish → delivery' },
+  { key: 'ack', label: 'Publish → acknowledgement' },
+  { key: 'connect', label: 'Connect' },
+];
+
+export interface LatencyPoint {
+  t: string;
+  count: number;
+  p50_us: number | null;
+  p99_us: number | null;
+}
+
+/**
+ * The p50 and p99 of a latency series (µs, as the API answers) placed on
+ * every step of the window, null where a step has no sample, so the chart
+ * draws a gap rather than a zero (uPlot takes null as a gap; NaN would
+ * poison its scale).
+ */
+export function latencyOnSteps(from: number, stepMs: number, n: number, points: LatencyPoint[]): { p50: (number | null)[]; p99: (number | null)[]; count: number } {
+  const p50 = new Array<number | null>(n).fill(null);
+  const p99 = new Array<number | null>(n).fill(null);
+  let count = 0;
+  for (const p of points) {
+    const i = Math.floor((Date.parse(p.t) - from) / stepMs);
+    if (i < 0 || i >= n) continue;
+    count += p.count;
+    if (p.p50_us != null) p50[i] = p.p50_us * 1000;
+    if (p.p99_us != null) p99[i] = p.p99_us * 1000;
+  }
+  return { p50, p99, count };
 }

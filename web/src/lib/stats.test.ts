@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { bytes, durationNs, payload, percent } from './format';
-import { histogram, percentilesOverTime } from './latency';
+import { histogram } from './latency';
 import { overBounds } from './quotas';
 import { splitAddr } from './snippets';
 import { monthStart, percentile, toCSV } from './usage';
@@ -17,24 +17,6 @@ describe('percentile', () => {
 });
 
 describe('latency views', () => {
-  it('buckets samples by step', () => {
-    const from = Date.parse('2026-12-01T00:00:00Z');
-    const r = percentilesOverTime(
-      [
-        { t: from + 10, ns: 100 },
-        { t: from + 20, ns: 300 },
-        { t: from + 60_000 + 5, ns: 50 },
-      ],
-      from,
-      from + 180_000,
-      60_000,
-    );
-    expect(r.x).toHaveLength(3);
-    expect(r.p50[0]).toBe(100);
-    expect(r.p99[0]).toBe(300);
-    expect(r.p50[1]).toBe(50);
-    expect(r.p50[2]).toBeNaN();
-  });
   it('puts every duration in a doubling bucket', () => {
     const h = histogram([500, 1_000, 1_999, 2_000, 1_000_000]);
     expect(h[0]).toEqual({ lo: 1000, hi: 2000, n: 3 });
@@ -79,5 +61,22 @@ describe('usage helpers', () => {
     expect(splitAddr('127.0.0.1:1884')).toEqual({ host: '127.0.0.1', port: 1884 });
     expect(splitAddr('t.mqtt.example.com')).toEqual({ host: 't.mqtt.example.com', port: 1883 });
     expect(splitAddr('[::1]:1883')).toEqual({ host: '::1', port: 1883 });
+  });
+});
+
+describe('latencyOnSteps', () => {
+  it('places µs percentiles as ns on their step and leaves gaps as null', async () => {
+    const { latencyOnSteps } = await import('./latency');
+    const from = Date.parse('2026-12-01T00:00:00Z');
+    const r = latencyOnSteps(from, 60_000, 3, [
+      { t: '2026-12-01T00:01:00Z', count: 4, p50_us: 12.5, p99_us: 80 },
+      { t: '2026-12-01T00:02:00Z', count: 0, p50_us: null, p99_us: null },
+      { t: '2026-11-30T00:00:00Z', count: 9, p50_us: 1, p99_us: 1 },
+    ]);
+    expect(r.p50[0]).toBeNull();
+    expect(r.p50[1]).toBe(12_500);
+    expect(r.p99[1]).toBe(80_000);
+    expect(r.p50[2]).toBeNull();
+    expect(r.count).toBe(4);
   });
 });

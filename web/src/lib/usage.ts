@@ -46,3 +46,12 @@ export function toCSV(points: UsagePoint[]): string {
   const rows = points.map((p) => [p.t ?? '', ...cols.map((c) => String(p[c] ?? 0)), ...dropCols.map((d) => String(p.drops?.[d] ?? 0))].join(','));
   return [head, ...rows].join('\n') + '\n';
 }
+
+/** The tenant's latency series for one metric over a window (the server merges buckets; it never averages percentiles). */
+export async function latencyIn(tid: string, w: Window, metric: 'delivery' | 'ack' | 'connect') {
+  return must(
+    api.GET('/v1/tenants/{tid}/latency', {
+      params: { path: { tid }, query: { metric, from: w.from.toISOString(), to: w.to.toISOString(), step: w.step } },
+    }),
+  );
+}

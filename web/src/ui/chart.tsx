@@ -4,7 +4,8 @@ import 'uplot/dist/uPlot.min.css';
 
 export interface Series {
   label: string;
-  values: number[];
+  /** One value per x; null is a gap. */
+  values: (number | null)[];
   /** The previous period, drawn dashed and muted. */
   previous?: boolean;
 }

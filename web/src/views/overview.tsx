@@ -2,8 +2,9 @@ import { useState } from 'preact/hooks';
 import { api, must } from '../api/client';
 import { useQuery } from '../hooks/useQuery';
 import { bytes, count, durationNs } from '../lib/format';
-import { densify, pointCount, ranges, windows, type RangeKey } from '../lib/timerange';
-import { monthStart, percentile, sum, usageIn } from '../lib/usage';
+import { densify, pointCount, ranges, windows, type RangeKey, type Window } from '../lib/timerange';
+import { latencyOnSteps } from '../lib/latency';
+import { latencyIn, monthStart, sum, usageIn } from '../lib/usage';
 import { useTenant } from '../session';
 import { Chart } from '../ui/chart';
 import { QuotaBar } from '../ui/meter';
@@ -11,6 +12,12 @@ import { ProblemView } from '../ui/problem';
 import { Segmented } from '../ui/segmented';
 import { Loading } from '../ui/states';
 import { SignupKeyNotice } from './auth';
+
+/** Today, UTC: one bucket of a day. */
+function today(now: number): Window {
+  const from = Math.floor(now / 86_400_000) * 86_400_000;
+  return { from: new Date(from), to: new Date(from + 86_400_000), stepMs: 86_400_000, step: '24h' };
+}
 
 /** ?range= keeps a chosen range in links and reloads. */
 function rangeFromURL(): RangeKey {
@@ -33,16 +40,15 @@ export function Overview() {
     async () => {
       const five = windows('1h', Date.now()).current;
       five.from = new Date(five.to.getTime() - 5 * 60_000);
-      const [sessions, quotas, recent, month, traces] = await Promise.all([
+      const [sessions, quotas, recent, month, latency] = await Promise.all([
         must(api.GET('/v1/tenants/{tid}/sessions', { params: { path: { tid }, query: { state: 'connected', limit: 1000 } } })),
         must(api.GET('/v1/tenants/{tid}/quotas', { params: { path: { tid } } })),
         usageIn(tid, five),
         usageIn(tid, { from: monthStart(Date.now()), to: five.to, stepMs: 86_400_000, step: '24h' }),
-        must(api.GET('/v1/tenants/{tid}/traces', { params: { path: { tid }, query: { limit: 200 } } })),
+        latencyIn(tid, today(Date.now()), 'delivery'),
       ]);
       const connected = (sessions.items ?? []).filter((s) => s.connected).length;
-      const durations = (traces.items ?? []).map((t) => t.duration_ns ?? 0);
-      return { connected, more: !!sessions.next_cursor, quotas, recent, month, durations };
+      return { connected, more: !!sessions.next_cursor, quotas, recent, month, latency: latency.series[0] };
     },
     [tid],
     5000,
@@ -51,10 +57,11 @@ export function Overview() {
   const series = useQuery(
     async () => {
       const w = windows(range, Date.now());
-      const [cur, prev] = await Promise.all([usageIn(tid, w.current), usageIn(tid, w.previous)]);
+      const [cur, prev, lat] = await Promise.all([usageIn(tid, w.current), usageIn(tid, w.previous), latencyIn(tid, w.current, 'delivery')]);
       const x = Array.from({ length: pointCount(w.current) }, (_, i) => (w.current.from.getTime() + i * w.current.stepMs) / 1000);
       const pair = (m: string) => ({ cur: densify(w.current, cur, m), prev: densify(w.previous, prev, m) });
-      return { x, msgIn: pair('messages_in'), msgOut: pair('messages_out'), bIn: pair('bytes_in'), bOut: pair('bytes_out'), points: cur.length + prev.length };
+      const latency = latencyOnSteps(w.current.from.getTime(), w.current.stepMs, x.length, lat.series);
+      return { x, msgIn: pair('messages_in'), msgOut: pair('messages_out'), bIn: pair('bytes_in'), bOut: pair('bytes_out'), latency };
     },
     [tid, range],
     30000,
@@ -84,9 +91,9 @@ export function Overview() {
           <Stat label="Messages out / s" value={count(rateOut)} sub="average over the last 5 minutes" />
           <Stat label="Bytes in / s" value={bytes(Math.round(bytesIn))} sub="average over the last 5 minutes" />
           <Stat
-            label="Latency p50 / p99"
-            value={d.durations.length ? `${durationNs(percentile(d.durations, 50))} / ${durationNs(percentile(d.durations, 99))}` : '—'}
-            sub={d.durations.length ? `from the latest ${d.durations.length} sampled traces` : 'no sampled traces yet'}
+            label="Publish → delivery p50 / p99"
+            value={d.latency?.count ? `${durationNs(Math.round((d.latency.p50_us ?? 0) * 1000))} / ${durationNs(Math.round((d.latency.p99_us ?? 0) * 1000))}` : '—'}
+            sub={d.latency?.count ? `today (UTC), ${count(d.latency.count)} deliveries` : 'no deliveries today'}
           />
         </div>
       )}
@@ -107,6 +114,16 @@ export function Overview() {
           <Chart title="Messages out" x={series.data.x} series={[{ label: 'this period', values: series.data.msgOut.cur }, { label: 'previous period', values: series.data.msgOut.prev, previous: true }]} fmt={count} />
           <Chart title="Bytes in" x={series.data.x} series={[{ label: 'this period', values: series.data.bIn.cur }, { label: 'previous period', values: series.data.bIn.prev, previous: true }]} fmt={bytes} />
           <Chart title="Bytes out" x={series.data.x} series={[{ label: 'this period', values: series.data.bOut.cur }, { label: 'previous period', values: series.data.bOut.prev, previous: true }]} fmt={bytes} />
+          <Chart
+            title="Publish → delivery latency"
+            x={series.data.x}
+            series={[
+              { label: 'p50', values: series.data.latency.p50 },
+              { label: 'p99', values: series.data.latency.p99 },
+            ]}
+            fmt={(n) => durationNs(Math.round(n))}
+            points
+          />
         </div>
       ) : series.error ? null : (
         <Loading what="Loading charts" />

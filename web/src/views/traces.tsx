@@ -1,10 +1,11 @@
 import { useState } from 'preact/hooks';
 import { api, must } from '../api/client';
 import { useQuery } from '../hooks/useQuery';
-import { durationNs, when } from '../lib/format';
-import { histogram, percentilesOverTime } from '../lib/latency';
+import { count, durationNs, when } from '../lib/format';
+import { histogram, latencyMetrics, latencyOnSteps, type LatencyMetric } from '../lib/latency';
+import { latencyIn } from '../lib/usage';
 import { tenantPath } from '../lib/router';
-import { ranges, windows, type RangeKey } from '../lib/timerange';
+import { pointCount, ranges, windows, type RangeKey } from '../lib/timerange';
 import { labelPlace, layout, type SpanIn } from '../lib/waterfall';
 import { useTenant } from '../session';
 import { Chart } from '../ui/chart';
@@ -55,6 +56,18 @@ function TraceList() {
     15000,
   );
   const filtered = !!(kind || clientID || minDuration || errorsOnly);
+  const [metric, setMetric] = useState<LatencyMetric>('delivery');
+  const latency = useQuery(
+    async () => {
+      const w = windows(range, Date.now()).current;
+      const lat = await latencyIn(tid, w, metric);
+      const n = pointCount(w);
+      const x = Array.from({ length: n }, (_, i) => (w.from.getTime() + i * w.stepMs) / 1000);
+      return { x, ...latencyOnSteps(w.from.getTime(), w.stepMs, n, lat.series) };
+    },
+    [tid, range, metric],
+    30000,
+  );
 
   return (
     <section>
@@ -63,6 +76,31 @@ function TraceList() {
         <Segmented label="Time range" value={range} options={rangeOptions} onChange={setRange} />
       </div>
       <p class="muted">Sampled traces of connects through the gateway and of messages through the broker. Open one to see where its time went.</p>
+      <div class="panel stack">
+        <div class="spread">
+          <h2>Latency of every message</h2>
+          <Segmented label="Latency metric" value={metric} options={latencyMetrics} onChange={setMetric} />
+        </div>
+        <Loaded q={latency} what="Loading latency">
+          {(l) =>
+            l.count === 0 ? (
+              <Empty>Nothing measured in the last {ranges[range].label}: the node records every message and connection and flushes each minute.</Empty>
+            ) : (
+              <Chart
+                title={`${latencyMetrics.find((m) => m.key === metric)!.label}, p50 and p99 (${count(l.count)} samples)`}
+                x={l.x}
+                series={[
+                  { label: 'p50', values: l.p50 },
+                  { label: 'p99', values: l.p99 },
+                ]}
+                fmt={(n) => durationNs(Math.round(n))}
+                points
+              />
+            )
+          }
+        </Loaded>
+      </div>
+      <h2>Sampled traces</h2>
       <form
         class="row"
         aria-label="Trace filters"
@@ -75,7 +113,7 @@ function TraceList() {
           Kind
           <select value={kind} onChange={(e) => setKind((e.target as HTMLSelectElement).value)}>
             <option value="">all</option>
-            <option value="mqtt.connect">mqtt.connect</option>
+            <option value="gateway.connect">gateway.connect</option>
             <option value="mqtt.publish">mqtt.publish</option>
           </select>
         </label>
@@ -94,10 +132,8 @@ function TraceList() {
         <button class="secondary">Filter</button>
       </form>
       <Loaded q={traces} what="Loading traces">
-        {({ w, items }) => {
-          const samples = items.map((t) => ({ t: Date.parse(t.start ?? ''), ns: t.duration_ns ?? 0 }));
-          const pct = percentilesOverTime(samples, w.from.getTime(), w.to.getTime(), w.stepMs);
-          const hist = histogram(samples.map((s) => s.ns));
+        {({ items }) => {
+          const hist = histogram(items.map((t) => t.duration_ns ?? 0));
           const top = Math.max(1, ...hist.map((h) => h.n));
           if (items.length === 0) {
             return filtered ? (
@@ -109,9 +145,8 @@ function TraceList() {
           return (
             <>
               <div class="grid wide">
-                <Chart title="Latency p50 and p99" x={pct.x} series={[{ label: 'p50', values: pct.p50 }, { label: 'p99', values: pct.p99 }]} fmt={(n) => durationNs(Math.round(n))} points />
                 <figure class="chart">
-                  <figcaption>Duration histogram ({items.length} traces)</figcaption>
+                  <figcaption>Sampled trace durations ({items.length} traces)</figcaption>
                   <div class="histogram" role="img" aria-label="Duration histogram">
                     {hist.map((h) => (
                       <div key={h.lo} class="col" style={{ height: `${(h.n / top) * 100}%` }} title={`${durationNs(h.lo)}–${durationNs(h.hi)}: ${h.n}`} />
@@ -125,7 +160,6 @@ function TraceList() {
                   ) : null}
                 </figure>
               </div>
-              <h2>Sampled traces</h2>
               <div class="table-wrap">
                 <table>
                   <thead>
