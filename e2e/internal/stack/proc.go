@@ -8,10 +8,12 @@ package stack
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -143,15 +145,48 @@ func (p *Proc) Kill() {
 	<-p.done
 }
 
-// FreeAddr returns a loopback address with a port that was free a moment ago.
+// FreeAddr returns a loopback address with a port that was free a moment
+// ago and that no other FreeAddr call in this process has returned.
+//
+// Ports come from below the kernel's ephemeral range (32768 and up on
+// Linux), walking upward from a random start: a port the kernel hands out
+// for 127.0.0.1:0 is soon handed out again, to another test's stack or as
+// the local port of an outgoing connection, and a process started a moment
+// later then fails to bind it (seen in CI as "bind: address already in
+// use" while another stack answered on that port).
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	freePorts.Lock()
+	defer freePorts.Unlock()
+	if freePorts.next == 0 {
+		freePorts.next = portLow + rand.IntN(portHigh-portLow)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	for range portHigh - portLow {
+		port := freePorts.next
+		freePorts.next++
+		if freePorts.next >= portHigh {
+			freePorts.next = portLow
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr
+	}
+	t.Fatalf("no free loopback port in [%d, %d)", portLow, portHigh)
+	return ""
+}
+
+// The ports FreeAddr hands out: below Linux's default ephemeral range.
+const portLow, portHigh = 20000, 32768
+
+// freePorts is the process-wide cursor of FreeAddr: every stack of a test
+// binary must draw from the same sequence for the ports to stay distinct.
+var freePorts struct {
+	sync.Mutex
+	next int
 }
 
 // WaitListening waits until addr accepts TCP connections or the process ends.
