@@ -47,6 +47,8 @@ type Config struct {
 	JWKSURL        string        // node: the API's JWKS, for MQTT 5 re-authentication
 	Issuer         string        // node: the tokens' iss
 	IdleTimeout    time.Duration // node: a tenant shard without connections closes after this
+	OTLPEndpoint   string        // node: OTLP/HTTP collector for message-path spans
+	TraceCap       int           // node: traced messages per tenant per second, at most
 }
 
 // defaultConfig is the one place defaults live.
@@ -70,6 +72,7 @@ func defaultConfig() Config {
 		UsageInterval:  10 * time.Second,
 		Issuer:         "berth",
 		IdleTimeout:    10 * time.Minute,
+		TraceCap:       100,
 	}
 }
 
@@ -121,6 +124,8 @@ Flags:
 	fs.StringVar(&cfg.JWKSURL, "jwks-url", cfg.JWKSURL, "node: the API's JWKS URL (/v1/.well-known/jwks.json); enables MQTT 5 re-authentication (AUTH, method berth-jwt)")
 	fs.StringVar(&cfg.Issuer, "issuer", cfg.Issuer, "node: the iss of credential tokens")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "node: close a tenant's shard after this long without connections")
+	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", cfg.OTLPEndpoint, "node: OTLP/HTTP collector base URL for message-path spans, e.g. http://collector:4318 (also OTEL_EXPORTER_OTLP_ENDPOINT); spans go to Postgres either way")
+	fs.IntVar(&cfg.TraceCap, "trace-cap", cfg.TraceCap, "node: most messages traced per tenant per second (sampled by rate or by a device's traceparent)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -140,6 +145,9 @@ Flags:
 	})
 	if cfg.DatabaseURL == "" {
 		cfg.DatabaseURL = getenv("DATABASE_URL")
+	}
+	if cfg.OTLPEndpoint == "" {
+		cfg.OTLPEndpoint = getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
 	}
 	if err := errors.Join(errs...); err != nil {
 		return cfg, err

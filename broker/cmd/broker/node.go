@@ -30,6 +30,8 @@ func (c Config) nodeConfig(log *slog.Logger) node.Config {
 		JWKSURL:        c.JWKSURL,
 		Issuer:         c.Issuer,
 		IdleTimeout:    c.IdleTimeout,
+		OTLPEndpoint:   c.OTLPEndpoint,
+		TraceCap:       c.TraceCap,
 		Logger:         log,
 	}
 }

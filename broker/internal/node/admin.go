@@ -148,6 +148,7 @@ func (n *Node) adminHandler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]int{"deleted": k})
 	}))
 	mux.HandleFunc("POST /admin/tenants/{tid}/publish", n.withTenant(n.handlePublish))
+	mux.Handle("GET /metrics", n.metricsHandler())
 	return n.requireToken(mux)
 }
 
@@ -210,6 +211,7 @@ func (n *Node) applyQuotas(tenantID string, q plan.Quotas) {
 		return
 	}
 	t.limits.set(q)
+	t.traces.SetRate(n.quotas.TraceSampleRate(tenantID))
 	t.sh.SetLimits(int(q.MaxInflight), int(q.MaxQueuedBytes)) // live sessions follow
 	t.sh.SetRetention(retention(q))                           // applied at the next checkpoint
 	n.log.Info("quotas updated", "tenant_id", t.id, "max_message_size", q.MaxMessageSize, "max_msgs_per_sec", q.MaxMsgsPerSec,

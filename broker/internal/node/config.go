@@ -33,7 +33,9 @@ import (
 	"net/url"
 	"time"
 
+	"berth.dev/broker/internal/msgtrace"
 	"berth.dev/broker/internal/wal"
+	"berth.dev/broker/tracing"
 )
 
 // Config configures a node. Zero durations take the defaults noted.
@@ -70,6 +72,15 @@ type Config struct {
 	// messages stays open.
 	IdleTimeout time.Duration
 
+	// OTLPEndpoint is the OpenTelemetry collector's base URL
+	// (OTEL_EXPORTER_OTLP_ENDPOINT); "" exports message-path spans to
+	// Postgres only.
+	OTLPEndpoint string
+	// TraceCap bounds the messages traced per tenant per second on this
+	// node, sampled by the tenant's trace_sample_rate or by a device's
+	// traceparent; default 100.
+	TraceCap int
+
 	HeaderTimeout     time.Duration // for the PROXY header; default 5 s
 	UsageInterval     time.Duration // usage flush period; default 10 s
 	HeartbeatInterval time.Duration // default 10 s
@@ -99,6 +110,9 @@ func (c *Config) setDefaults() {
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = 10 * time.Second
 	}
+	if c.TraceCap <= 0 {
+		c.TraceCap = msgtrace.DefaultCap
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -122,6 +136,11 @@ func (c *Config) Validate() error {
 	case c.JWKSURL != "":
 		if u, err := url.Parse(c.JWKSURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("%w: the JWKS URL must be an http(s) URL", ErrConfig)
+		}
+	}
+	if c.OTLPEndpoint != "" {
+		if _, err := tracing.TracesURL(c.OTLPEndpoint); err != nil {
+			return fmt.Errorf("%w: %v", ErrConfig, err)
 		}
 	}
 	return nil

@@ -64,6 +64,7 @@ func (n *Node) closeTenant(t *tenant) {
 		n.log.Warn("closing idle tenant shard", "tenant_id", t.id, "err", err)
 	}
 	t.sample() // its last counters into usage
+	n.fold(t)  // and into the node's metrics
 	if t.store != nil {
 		if err := t.store.Close(); err != nil {
 			n.log.Warn("closing idle tenant storage", "tenant_id", t.id, "err", err)

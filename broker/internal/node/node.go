@@ -11,12 +11,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"berth.dev/broker/internal/msgtrace"
 	"berth.dev/broker/internal/quota"
 	"berth.dev/broker/internal/registry"
 	"berth.dev/broker/internal/usage"
 	"berth.dev/broker/jwtauth"
 	"berth.dev/broker/proxyproto"
+	"berth.dev/broker/tracing"
 )
 
 var (
@@ -36,6 +39,8 @@ type Node struct {
 	meter    *usage.Meter
 	flusher  *usage.Flusher
 	reg      *registry.Registration
+	traces   *tracing.Provider  // message-path spans to Postgres and OTLP
+	spans    *msgtrace.Exporter // the shards' span sink, feeding traces
 
 	ln      net.Listener
 	adminLn net.Listener
@@ -47,6 +52,9 @@ type Node struct {
 	conns  sync.WaitGroup // connection goroutines
 
 	revoked revoked
+
+	metricsOnce  sync.Once // metrics.go
+	metricsState *nodeMetrics
 
 	mu      sync.Mutex
 	tenants map[string]*tenant
@@ -92,6 +100,19 @@ func (n *Node) Start(ctx context.Context) error {
 	n.quotas = quota.NewStore(pool, n.log, n.applyQuotas)
 	n.flusher = usage.NewFlusher(pool, n.meter, n.cfg.ID, n.cfg.UsageInterval, n.log)
 	n.flusher.Sample = n.sampleAll
+	// Shards sample messages themselves (per tenant, capped): every span
+	// that reaches the provider is kept, with the ids chosen at sampling.
+	n.traces, err = tracing.New(ctx, tracing.Options{
+		Sampler: sdktrace.AlwaysSample(), IDGenerator: msgtrace.IDGenerator{}, OTLPEndpoint: n.cfg.OTLPEndpoint,
+		Pool: pool, Component: "node", InstanceID: n.cfg.ID, Logger: n.log,
+		Registerer: n.metrics().reg, // span store and export counters on the admin /metrics
+	})
+	if err != nil {
+		n.cancel()
+		pool.Close()
+		return fmt.Errorf("node: tracing: %w", err)
+	}
+	n.spans = msgtrace.NewExporter(n.traces.TracerProvider(), msgtrace.ExporterOptions{Logger: n.log, Registerer: n.metrics().reg})
 
 	if n.ln, err = net.Listen("tcp", n.cfg.InternalListen); err != nil {
 		n.abort()
@@ -155,6 +176,10 @@ func (n *Node) abort() {
 		n.adminLn.Close()
 	}
 	n.cancel()
+	if n.spans != nil {
+		_ = n.spans.Shutdown(context.Background())
+		_ = n.traces.Shutdown(context.Background())
+	}
 	n.pool.Close()
 }
 
@@ -243,6 +268,13 @@ func (n *Node) shutdown(ctx context.Context) error {
 	}
 	if err := n.flusher.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("node: final usage flush: %w", err))
+	}
+	// The shards are stopped: export their last spans.
+	if err := n.spans.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("node: span export: %w", err))
+	}
+	if err := n.traces.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("node: span flush: %w", err))
 	}
 	if err := n.reg.Shutdown(ctx); err != nil {
 		errs = append(errs, err)

@@ -75,7 +75,7 @@ func (n *Node) serve(c net.Conn) {
 			Refuse: packet.ErrNotAuthorized})
 		return
 	}
-	t.track(info.CredentialID, pc)
+	traffic := t.track(info.CredentialID, pc)
 	defer t.untrack(info.CredentialID, pc)
 	limiter := t.limits.newConn()
 	defer limiter.close()
@@ -89,6 +89,9 @@ func (n *Node) serve(c net.Conn) {
 		// A CONNECT may name the method (the gateway verified its token);
 		// re-authenticating needs the API's keys.
 		AuthMethod: AuthMethodJWT,
+		// Usage per credential: this connection's own meters, summed per
+		// credential when the node flushes.
+		Traffic: traffic,
 	}
 	if n.tokens != nil {
 		ci.Reauthenticate = n.reauthenticate(info.TenantID, info.CredentialID)

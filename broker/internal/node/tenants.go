@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"berth.dev/billing/plan"
+	"berth.dev/broker/internal/msgtrace"
 	"berth.dev/broker/internal/shard"
 	"berth.dev/broker/internal/store"
 	"berth.dev/broker/internal/usage"
@@ -21,16 +22,25 @@ type tenant struct {
 	sh     *shard.Shard
 	usage  *usage.Counters
 	limits *tenantLimits
-	store  *store.WAL // nil without a data directory; closed after the shard
+	traces *msgtrace.Sampler // its rate follows the tenant's trace_sample_rate
+	store  *store.WAL        // nil without a data directory; closed after the shard
 
 	// Guarded by Node.mu: holders (connections being served, admin calls)
 	// and since when there have been none.
 	refs      int
 	idleSince time.Time
 
-	mu    sync.Mutex
-	last  shard.Stats                      // counters already folded into usage
-	conns map[string]map[net.Conn]struct{} // live connections by credential id
+	mu   sync.Mutex
+	last shard.Stats // counters already folded into usage
+	// metricsLast are the counters already folded into the node's
+	// Prometheus totals (Node.fold).
+	metricsLast shard.Stats
+	// Live connections by credential id, each with its traffic meters
+	// (shard.ConnInfo.Traffic): one block per connection, so connections
+	// of a credential never contend for a cache line; sample sums them per
+	// credential. ended holds the traffic of connections that ended since.
+	conns map[string]map[net.Conn]*shard.Traffic
+	ended map[string]usage.Traffic
 	// Connection time since the shard opened (the admin /usage): live
 	// connections, since when that number holds, and the time before.
 	live      int64
@@ -153,11 +163,13 @@ func (n *Node) openTenant(ctx context.Context, id string) (*tenant, error) {
 	// The shard records latencies straight into the tenant's meter, which
 	// outlives it (a shard closed for idleness loses no sample).
 	opts.Latency = shard.Latency{Delivery: &u.Latency.Delivery, Ack: &u.Latency.Ack, Connect: &u.Latency.Connect}
+	sampler := msgtrace.NewSampler(n.quotas.TraceSampleRate(id), float64(n.cfg.TraceCap))
+	opts.Tracing = shard.Tracing{TenantID: id, Sampler: sampler, Sink: n.spans}
 	var st *store.WAL
 	if n.cfg.DataDir != "" {
 		if st, err = store.OpenTenant(n.cfg.DataDir, id, store.WALOptions{
 			Fsync: n.cfg.Fsync, FsyncInterval: n.cfg.FsyncInterval, Logger: opts.Logger,
-			SegmentBytes: segmentBytes(q.RetentionBytes),
+			SegmentBytes: segmentBytes(q.RetentionBytes), OnFsync: n.metrics().observeFsync,
 		}); err != nil {
 			return nil, fmt.Errorf("node: storage of %s: %w", id, err)
 		}
@@ -170,29 +182,39 @@ func (n *Node) openTenant(ctx context.Context, id string) (*tenant, error) {
 		}
 		return nil, fmt.Errorf("node: start shard for %s: %w", id, err)
 	}
-	t := &tenant{id: id, sh: sh, store: st, usage: u, limits: newTenantLimits(q, monthUsed), conns: make(map[string]map[net.Conn]struct{}), refs: 1}
+	t := &tenant{id: id, sh: sh, store: st, usage: u, traces: sampler, limits: newTenantLimits(q, monthUsed), conns: make(map[string]map[net.Conn]*shard.Traffic), refs: 1}
 	n.tenants[id] = t
 	n.log.Info("tenant shard opened", "tenant_id", id)
 	return t, nil
 }
 
-func (t *tenant) track(cred string, c net.Conn) {
+// track records a live connection of credential cred and returns the
+// meters its shard connection counts into.
+func (t *tenant) track(cred string, c net.Conn) *shard.Traffic {
+	tr := new(shard.Traffic)
 	t.mu.Lock()
 	m := t.conns[cred]
 	if m == nil {
-		m = make(map[net.Conn]struct{})
+		m = make(map[net.Conn]*shard.Traffic)
 		t.conns[cred] = m
 	}
-	m[c] = struct{}{}
+	m[c] = tr
 	now := time.Now()
 	t.accrueLocked(now)
 	t.live++
 	t.mu.Unlock()
 	t.usage.Connected(now)
+	return tr
 }
 
 func (t *tenant) untrack(cred string, c net.Conn) {
 	t.mu.Lock()
+	if tr := t.conns[cred][c]; tr != nil {
+		if t.ended == nil {
+			t.ended = make(map[string]usage.Traffic)
+		}
+		t.ended[cred] = addTraffic(t.ended[cred], tr)
+	}
 	delete(t.conns[cred], c)
 	if len(t.conns[cred]) == 0 {
 		delete(t.conns, cred)
@@ -261,6 +283,28 @@ func (t *tenant) sample() {
 	}
 	t.last = s
 	t.usage.StoredBytes.Store(t.storedBytes()) // a gauge, read at every flush
+	for cred, m := range t.conns {
+		sum := t.ended[cred]
+		for _, tr := range m {
+			sum = addTraffic(sum, tr)
+		}
+		t.usage.AddCredential(cred, sum)
+	}
+	for cred, sum := range t.ended {
+		if t.conns[cred] == nil {
+			t.usage.AddCredential(cred, sum)
+		}
+	}
+	t.ended = nil
+}
+
+// addTraffic drains tr's counters into sum.
+func addTraffic(sum usage.Traffic, tr *shard.Traffic) usage.Traffic {
+	sum.MessagesIn += int64(tr.MessagesIn.Swap(0))
+	sum.MessagesOut += int64(tr.MessagesOut.Swap(0))
+	sum.BytesIn += int64(tr.BytesIn.Swap(0))
+	sum.BytesOut += int64(tr.BytesOut.Swap(0))
+	return sum
 }
 
 // sampleAll brings every tenant's usage up to date.

@@ -1,5 +1,6 @@
 // Package quota keeps each tenant's live quotas on a node and the token
-// buckets that enforce its rates.
+// buckets that enforce its rates, and with them the tenant's
+// trace_sample_rate (tenants table), which the same NOTIFY announces.
 //
 // Quotas are read from Postgres when a tenant's shard opens and changed live:
 // the API updates the quotas row and sends NOTIFY berth_quotas '<tenant id>';
@@ -39,13 +40,14 @@ type Store struct {
 
 	mu       sync.Mutex
 	tenants  map[string]plan.Quotas
+	rates    map[string]float64 // trace_sample_rate of the held tenants
 	onChange func(tenantID string, q plan.Quotas)
 }
 
 // NewStore returns a Store reading from pool. onChange, if not nil, is called
 // (outside any lock) whenever a held tenant's quotas change.
 func NewStore(pool *pgxpool.Pool, log *slog.Logger, onChange func(tenantID string, q plan.Quotas)) *Store {
-	return &Store{pool: pool, log: log, tenants: make(map[string]plan.Quotas), onChange: onChange}
+	return &Store{pool: pool, log: log, tenants: make(map[string]plan.Quotas), rates: make(map[string]float64), onChange: onChange}
 }
 
 var selectQuotas = func() string {
@@ -53,24 +55,25 @@ var selectQuotas = func() string {
 	for i, f := range plan.Fields {
 		cols[i] = f.Name
 	}
-	return "SELECT " + strings.Join(cols, ", ") + " FROM quotas WHERE tenant_id = $1"
+	return "SELECT " + strings.Join(cols, ", ") + ", t.trace_sample_rate FROM quotas q JOIN tenants t ON t.id = q.tenant_id WHERE q.tenant_id = $1"
 }()
 
 func load(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, tenantID string) (plan.Quotas, error) {
+}, tenantID string) (plan.Quotas, float64, error) {
 	var out plan.Quotas
-	dst := make([]any, len(plan.Fields))
+	var rate float64
+	dst := make([]any, len(plan.Fields), len(plan.Fields)+1)
 	for i, f := range plan.Fields {
 		dst[i] = f.Get(&out)
 	}
-	if err := q.QueryRow(ctx, selectQuotas, tenantID).Scan(dst...); err != nil {
+	if err := q.QueryRow(ctx, selectQuotas, tenantID).Scan(append(dst, &rate)...); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
-			return out, fmt.Errorf("%w %q", ErrNoTenant, tenantID)
+			return out, 0, fmt.Errorf("%w %q", ErrNoTenant, tenantID)
 		}
-		return out, fmt.Errorf("quota: load %q: %w", tenantID, err)
+		return out, 0, fmt.Errorf("quota: load %q: %w", tenantID, err)
 	}
-	return out, nil
+	return out, rate, nil
 }
 
 // Get returns the tenant's quotas, reading them on first use and holding them
@@ -82,20 +85,30 @@ func (s *Store) Get(ctx context.Context, tenantID string) (plan.Quotas, error) {
 	if ok {
 		return q, nil
 	}
-	q, err := load(ctx, s.pool, tenantID)
+	q, rate, err := load(ctx, s.pool, tenantID)
 	if err != nil {
 		return q, err
 	}
 	s.mu.Lock()
 	s.tenants[tenantID] = q
+	s.rates[tenantID] = rate
 	s.mu.Unlock()
 	return q, nil
+}
+
+// TraceSampleRate returns the held tenant's trace_sample_rate, as of the
+// last Get or change (0 for a tenant not held).
+func (s *Store) TraceSampleRate(tenantID string) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rates[tenantID]
 }
 
 // Forget stops following a tenant (its shard closed).
 func (s *Store) Forget(tenantID string) {
 	s.mu.Lock()
 	delete(s.tenants, tenantID)
+	delete(s.rates, tenantID)
 	s.mu.Unlock()
 }
 
@@ -103,11 +116,12 @@ func (s *Store) Forget(tenantID string) {
 func (s *Store) reload(ctx context.Context, conn *pgx.Conn, tenantID string) error {
 	s.mu.Lock()
 	old, held := s.tenants[tenantID]
+	oldRate := s.rates[tenantID]
 	s.mu.Unlock()
 	if !held {
 		return nil
 	}
-	q, err := load(ctx, conn, tenantID)
+	q, rate, err := load(ctx, conn, tenantID)
 	if errors.Is(err, ErrNoTenant) {
 		s.Forget(tenantID)
 		return nil
@@ -119,9 +133,10 @@ func (s *Store) reload(ctx context.Context, conn *pgx.Conn, tenantID string) err
 	_, still := s.tenants[tenantID]
 	if still {
 		s.tenants[tenantID] = q
+		s.rates[tenantID] = rate
 	}
 	s.mu.Unlock()
-	if still && q != old && s.onChange != nil {
+	if still && (q != old || rate != oldRate) && s.onChange != nil {
 		s.log.Info("quotas changed", "tenant_id", tenantID)
 		s.onChange(tenantID, q)
 	}

@@ -30,9 +30,14 @@ type conn struct {
 	shard *Shard
 	nc    net.Conn
 	info  ConnInfo
-	id    uint64                      // per shard, for logs
-	log   atomic.Pointer[slog.Logger] // made on first use (logger)
-	rd    packet.Reader               // its buffer comes from Shard.readBufs
+	// traffic is what this connection read and wrote: info.Traffic, or
+	// own when that is nil. Atomics: the reader, the writer and
+	// publishers writing inline all count into it.
+	traffic *Traffic
+	own     Traffic
+	id      uint64                      // per shard, for logs
+	log     atomic.Pointer[slog.Logger] // made on first use (logger)
+	rd      packet.Reader               // its buffer comes from Shard.readBufs
 
 	version   byte
 	clientID  string
@@ -99,6 +104,10 @@ func (s *Shard) ServeConn(nc net.Conn, info ConnInfo) {
 		kickReason: reasonNone,
 		wake:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
+	}
+	c.traffic = info.Traffic
+	if c.traffic == nil {
+		c.traffic = &c.own
 	}
 	c.w.raw = rawConn(nc)
 	c.writerDone.Add(1)
@@ -190,6 +199,7 @@ func (c *conn) readLoop() (sendWill bool) {
 		}
 		c.out.packets++
 		s.stats.bytesIn.Add(uint64(fh.Size())) // the whole packet: fixed header and body
+		c.traffic.BytesIn.Add(uint64(fh.Size()))
 		err = c.handle(fh, body)
 		switch {
 		case err == nil:

@@ -60,6 +60,7 @@ func (c *conn) readConnect() (_ *packet.Connect, read int64, ok bool) {
 	}
 	read = monoNow()
 	s.stats.bytesIn.Add(uint64(fh.Size())) // the whole packet: fixed header and body
+	c.traffic.BytesIn.Add(uint64(fh.Size()))
 	cp := new(packet.Connect)
 	if err := cp.Decode(0, fh, body); err != nil {
 		c.refuseDecode(cp, err)
@@ -302,6 +303,7 @@ func (c *conn) redeliverLocked() {
 		}
 		c.ctrl = append(hdr, d.msg.payload...)
 		c.shard.stats.msgsOut.Add(1)
+		c.traffic.MessagesOut.Add(1)
 		inWindow++
 	}
 	// Stored messages go back to the front of the stored ring (it is

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"berth.dev/broker/internal/msgtrace"
 	"berth.dev/broker/internal/store"
 	"berth.dev/broker/internal/topic"
 	"berth.dev/broker/internal/wal"
@@ -19,7 +20,8 @@ type pendingAck struct {
 	typ  packet.Type
 	id   uint16
 	code packet.ReasonCode
-	read int64 // monoOf the PUBLISH's read (Latency); 0 no sample
+	read int64     // monoOf the PUBLISH's read (Latency); 0 no sample
+	tr   *msgTrace // the PUBLISH's trace, ended on release; nil untraced
 }
 
 // ackSyncer pipelines acknowledgements under wal.SyncAlways: a reader
@@ -73,7 +75,10 @@ func (c *conn) ackPublish(m *message, qos byte, id uint16, code packet.ReasonCod
 	if n := len(c.pendingAcks); n > 0 {
 		off = max(off, c.pendingAcks[n-1].off)
 	}
-	c.pendingAcks = append(c.pendingAcks, pendingAck{off: off, typ: t, id: id, code: code, read: m.readAt})
+	c.pendingAcks = append(c.pendingAcks, pendingAck{off: off, typ: t, id: id, code: code, read: m.readAt, tr: m.trace})
+	if m.trace != nil {
+		m.trace.parked = true // the ack loop ends its root span
+	}
 	sess.mu.Unlock()
 	s.waitAck(c, off)
 	return nil
@@ -133,6 +138,14 @@ func (c *conn) releaseAcks(durable uint64, err error) {
 	sess := c.sess
 	sess.mu.Lock()
 	if err != nil {
+		for i := range c.pendingAcks {
+			if tr := c.pendingAcks[i].tr; tr != nil {
+				now := time.Now()
+				tr.child(msgtrace.NameFsync, tr.logged, now, err.Error())
+				tr.endRoot(now, "fsync failed: not acknowledged")
+			}
+		}
+		clear(c.pendingAcks)
 		c.pendingAcks = c.pendingAcks[:0]
 		sess.mu.Unlock()
 		c.logger().Error("message log fsync failed; closing the connection unacknowledged", "err", err)
@@ -150,8 +163,14 @@ func (c *conn) releaseAcks(durable uint64, err error) {
 			}
 			c.shard.opts.Latency.Ack.Record(now - pa.read)
 		}
+		if pa.tr != nil {
+			end := time.Now()
+			pa.tr.child(msgtrace.NameFsync, pa.tr.logged, end, "")
+			pa.tr.endRoot(end, "")
+		}
 	}
 	n := copy(c.pendingAcks, c.pendingAcks[i:])
+	clear(c.pendingAcks[n:])
 	c.pendingAcks = c.pendingAcks[:n]
 	var next uint64
 	if n > 0 {

@@ -77,6 +77,7 @@ var pingresp = packet.Ping{Type: packet.TypePingresp}
 func (c *conn) handlePublish(p *packet.Publish) error {
 	s := c.shard
 	s.stats.msgsIn.Add(1)
+	c.traffic.MessagesIn.Add(1)
 	name := p.Topic
 	if c.version == packet.Version5 && p.Props.Has.Has(packet.PropTopicAlias) {
 		a := int(p.Props.TopicAlias)
@@ -107,6 +108,10 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 			return packet.ErrReceiveMaximumExceeded // [MQTT-3.3.4-8]
 		}
 	}
+	var tr *msgTrace
+	if s.opts.Tracing.on() {
+		tr = c.sampleTrace(p, name)
+	}
 	// [MQTT-4.7.2-1] clients do not publish into the broker's $SYS tree.
 	allowed := !strings.HasPrefix(string(name), "$SYS/") && string(name) != "$SYS"
 	// Dead letters come from the shard only: a client cannot forge one.
@@ -114,10 +119,24 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 	if allowed && c.info.Authorizer != nil {
 		allowed = c.info.Authorizer.CanPublish(name)
 	}
+	if tr != nil {
+		tr.traceACL(allowed)
+	}
 	code, drop := packet.ErrNotAuthorized, DropNotAuthorized
 	if allowed {
 		var err error
-		if code, err = c.admitPublish(name, p); err != nil {
+		var checked time.Time
+		if tr != nil {
+			checked = time.Now()
+		}
+		code, err = c.admitPublish(name, p)
+		if tr != nil {
+			tr.traceQuota(checked, code)
+		}
+		if err != nil {
+			if tr != nil {
+				tr.endRoot(time.Now(), "refused: "+code.String())
+			}
 			return err // over the size quota, or a sustained rate abuse
 		}
 		allowed, drop = code == packet.CodeSuccess, DropQuotaExceeded
@@ -133,6 +152,9 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 		sess.mu.Unlock()
 		if drop == DropQuotaExceeded && p.QoS > 0 && s.opts.DeadLetters {
 			s.deadLetter(drop, newMessage(p, name, time.Now(), sess.id), p.QoS, c.clientID)
+		}
+		if tr != nil {
+			tr.endRoot(time.Now(), "refused: "+code.String())
 		}
 		if c.version != packet.Version5 {
 			// [MQTT-3.3.5-2] 3.1.1 cannot say no: acknowledge and drop.
@@ -154,16 +176,25 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 	now := time.Now()
 	m := c.slab.newMessage(p, name, now, sess.id, c.rd.Buffered())
 	m.readAt = monoOf(now)
+	m.trace = tr
 	matched := s.publishVia(m, &c.in.matches, &c.out)
 	code = packet.CodeSuccess
 	if matched == 0 && c.version == packet.Version5 {
 		code = packet.CodeNoMatchingSubscribers
 	}
+	var err error
 	if p.QoS > 0 {
 		// [MQTT-4.3.2-4] [MQTT-4.3.3-8], after the fsync under -fsync always.
-		return c.ackPublish(m, p.QoS, p.PacketID, code)
+		err = c.ackPublish(m, p.QoS, p.PacketID, code)
 	}
-	return nil
+	if tr != nil && !tr.parked {
+		errText := ""
+		if err != nil {
+			errText = "not logged: " + err.Error()
+		}
+		tr.endRoot(time.Now(), errText)
+	}
+	return err
 }
 
 // sendAck queues a PUBACK, PUBREC, PUBREL or PUBCOMP; reader only (it
@@ -189,6 +220,7 @@ func (c *conn) handleAck(a *packet.Ack) error {
 	case packet.TypePuback:
 		if d, ok := sess.inflight[a.PacketID]; ok && d.qos == 1 {
 			delete(sess.inflight, a.PacketID) // the id is free again (MQTT 5.0 section 2.2.1)
+			sess.endTraceLocked(a.PacketID, true, "")
 		}
 	case packet.TypePubrec:
 		d, ok := sess.inflight[a.PacketID]
@@ -200,6 +232,7 @@ func (c *conn) handleAck(a *packet.Ack) error {
 		}
 		if a.Reason.IsFailure() {
 			delete(sess.inflight, a.PacketID) // MQTT 5.0 section 4.3.3: the flow ends
+			sess.endTraceLocked(a.PacketID, false, "PUBREC "+a.Reason.String())
 			break
 		}
 		d.state = stateReleased
@@ -209,6 +242,7 @@ func (c *conn) handleAck(a *packet.Ack) error {
 	case packet.TypePubcomp:
 		if d, ok := sess.inflight[a.PacketID]; ok && d.state == stateReleased {
 			delete(sess.inflight, a.PacketID)
+			sess.endTraceLocked(a.PacketID, true, "")
 		}
 	case packet.TypePubrel:
 		code := packet.CodeSuccess

@@ -115,4 +115,8 @@ func (c *conn) recordDeliveries() {
 		h.Record(now - read)
 	}
 	b.stamps = b.stamps[:0]
+	if len(b.traced) > 0 {
+		c.traceWritten(b.traced)
+		b.traced = b.traced[:0]
+	}
 }

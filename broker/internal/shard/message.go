@@ -36,6 +36,9 @@ type message struct {
 	payLen int
 	lost   bool // the log append failed: never acknowledge it as durable
 	dead   bool // a dead letter: never dead-lettered again
+	// trace is the message's trace when it was sampled (trace.go); nil
+	// for nearly every message.
+	trace *msgTrace
 
 	// chunk is the first message of the slab chunk this one was carved
 	// out of (see slab), nil for a message with memory of its own.

@@ -85,6 +85,9 @@ type Options struct {
 	// connect (see Latency); a nil histogram is replaced by one of the
 	// shard's own.
 	Latency Latency
+	// Tracing traces sampled messages (see trace.go); the zero value traces
+	// none.
+	Tracing Tracing
 }
 
 // Defaults.
@@ -203,4 +206,9 @@ type ConnInfo struct {
 	// Limiter enforces the tenant's live quotas on this connection; nil
 	// means no quotas beyond Options.
 	Limiter Limiter
+	// Traffic, when not nil, counts what this connection reads and writes
+	// (as the shard's Stats do) for its owner, e.g. per credential. The
+	// shard only adds to it, atomically and without allocating; the owner
+	// reads it (Swap) whenever it likes, during the connection and after.
+	Traffic *Traffic
 }

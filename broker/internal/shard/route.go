@@ -91,6 +91,7 @@ func (s *Shard) detach(c *conn, sendWill bool) {
 	}
 	sess.conn = nil
 	sess.online.Store(false)
+	sess.endAllTracesLocked("connection closed before the acknowledgement")
 	expiry := sess.expiry
 	if sendWill && c.will != nil {
 		if c.willDelay == 0 || expiry == 0 {
@@ -161,10 +162,17 @@ func (s *Shard) publishVia(m *message, matches *topic.Matches, out *outbox) int 
 	nk := 0
 	s.mu.RLock()
 	if s.log != nil && m.qos > 0 && m.off == 0 {
-		if err := s.appendLocked(m); err != nil {
+		err := s.appendLocked(m)
+		if err != nil {
 			m.lost = true
 			s.opts.Logger.Error("appending to the message log", "err", err)
 		}
+		if m.trace != nil {
+			m.trace.traceAppend(now, err)
+		}
+	}
+	if m.trace != nil {
+		m.trace.routed = time.Now()
 	}
 	s.tree.Match(m.topic, m.publisher, matches)
 	if len(matches.Deliveries) > inlineFanout {
@@ -202,6 +210,9 @@ func (s *Shard) publishVia(m *message, matches *topic.Matches, out *outbox) int 
 		n++
 	}
 	s.mu.RUnlock()
+	if m.trace != nil {
+		m.trace.traceRoute(n)
+	}
 	for _, k := range kicks[:nk] {
 		k.logger().Info("disconnecting slow consumer")
 		k.kick(packet.ErrQuotaExceeded)

@@ -89,6 +89,9 @@ type session struct {
 	dirty       bool
 	willTimer   *time.Timer
 	expiryTimer *time.Timer
+	// traced are the traced QoS 1/2 copies inflight, by packet id, until
+	// their PUBACK or PUBCOMP ends their delivery span (trace.go).
+	traced map[uint16]tracedDelivery
 }
 
 func newSession(s *Shard, id topic.SubscriberID, clientID string) *session {
@@ -199,6 +202,7 @@ func (sess *session) dropAllLocked() {
 	}
 	clear(sess.inflight)
 	clear(sess.awaitingRel)
+	sess.endAllTracesLocked("session ended before the acknowledgement")
 }
 
 // ring is a growable FIFO of deliveries. It counts the runs of

@@ -97,6 +97,7 @@ func (m *message) own() *message {
 	c.expireAt = m.expireAt
 	c.off, c.lost, c.dead = m.off, m.lost, m.dead
 	c.readAt = m.readAt
+	c.trace = m.trace
 	if !m.owned.CompareAndSwap(nil, c) {
 		return m.owned.Load()
 	}

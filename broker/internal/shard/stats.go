@@ -57,6 +57,16 @@ type SessionStats struct {
 	Dropped       map[string]uint64
 }
 
+// Traffic is one connection's meters, counted like the shard's Stats:
+// PUBLISH packets read and written, and whole MQTT packets read and
+// written in bytes (ConnInfo.Traffic).
+type Traffic struct {
+	MessagesIn  atomic.Uint64
+	MessagesOut atomic.Uint64
+	BytesIn     atomic.Uint64
+	BytesOut    atomic.Uint64
+}
+
 // counters are the shard-wide atomic counters.
 type counters struct {
 	connected   atomic.Int64

@@ -40,13 +40,14 @@ type writeState struct {
 // not written for a sweep (Shard.sweepBatches) the batch goes back to
 // Shard.batches with its buffers, so a quiet connection keeps none.
 type batch struct {
-	vec     [][]byte    // the batch being built
-	bufs    net.Buffers // consumed by WriteTo; vec is copied in
-	backing [][]byte    // the storage of bufs, kept because WriteTo advances bufs
-	arena   []byte      // per-subscriber PUBLISH headers of this batch
-	msgs    int         // PUBLISH packets in the batch
-	stamps  []int64     // read times of the batch's live deliveries (Latency)
-	flat    []byte      // the batch in one piece, for connections without writev
+	vec     [][]byte      // the batch being built
+	bufs    net.Buffers   // consumed by WriteTo; vec is copied in
+	backing [][]byte      // the storage of bufs, kept because WriteTo advances bufs
+	arena   []byte        // per-subscriber PUBLISH headers of this batch
+	msgs    int           // PUBLISH packets in the batch
+	stamps  []int64       // read times of the batch's live deliveries (Latency)
+	traced  []tracedWrite // the batch's live deliveries of traced messages
+	flat    []byte        // the batch in one piece, for connections without writev
 
 	// Stored messages: their payloads go from the log's segment files to
 	// the socket, each after the vectors before files[i].at.
@@ -207,6 +208,7 @@ func (c *conn) writeAll() (done bool) {
 		}
 		c.recordDeliveries()
 		s.stats.msgsOut.Add(uint64(c.w.b.msgs))
+		c.traffic.MessagesOut.Add(uint64(c.w.b.msgs))
 	}
 }
 
@@ -222,6 +224,7 @@ func (c *conn) writeOut(timeout time.Duration, rest bool) (ok bool) {
 		written, err = c.writeBatch()
 	}
 	c.shard.stats.bytesOut.Add(uint64(written))
+	c.traffic.BytesOut.Add(uint64(written))
 	if err != nil {
 		c.debug("write failed", "err", err)
 		c.kick(reasonNone)
@@ -266,6 +269,8 @@ func (c *conn) writeInline() bool {
 	written, err := c.w.raw.tryWritev(w.vec)
 	s.stats.bytesOut.Add(uint64(written))
 	s.stats.msgsOut.Add(uint64(w.msgs))
+	c.traffic.BytesOut.Add(uint64(written))
+	c.traffic.MessagesOut.Add(uint64(w.msgs))
 	rest := w.vec
 	for len(rest) > 0 && written >= len(rest[0]) {
 		written -= len(rest[0])
@@ -297,6 +302,7 @@ func (c *conn) writeCtrlInline() bool {
 	one := [1][]byte{c.w.ctrlOut}
 	written, err := c.w.raw.tryWritev(one[:])
 	c.shard.stats.bytesOut.Add(uint64(written))
+	c.traffic.BytesOut.Add(uint64(written))
 	if written == len(c.w.ctrlOut) && err == nil {
 		return true
 	}
@@ -329,6 +335,8 @@ func (c *conn) startBatchLocked() {
 	w.arena = w.arena[:0]
 	w.msgs = 0
 	w.stamps = w.stamps[:0]
+	clear(w.traced)
+	w.traced = w.traced[:0]
 	if len(c.ctrl) > 0 {
 		c.w.ctrlOut, c.ctrl = c.ctrl, c.w.ctrlOut[:0]
 		w.vec = append(w.vec, c.w.ctrlOut)
@@ -377,6 +385,12 @@ func (c *conn) fillLocked() int {
 		}
 		if live {
 			w.stamps = append(w.stamps, dv.msg.readAt)
+			if tr := dv.msg.trace; tr != nil {
+				w.traced = append(w.traced, tracedWrite{tr: tr, qos: dv.qos, id: dv.id})
+				if dv.qos > 0 {
+					sess.traceInflightLocked(dv.id, dv.qos, tr)
+				}
+			}
 		}
 		bytes += len(hdr) + len(dv.msg.payload)
 		w.msgs++
@@ -398,6 +412,9 @@ func (c *conn) appendPublishLocked(dv *delivery, now int64) ([]byte, bool) {
 		dv.state = statePublish
 		sess.seq++
 		dv.seq = sess.seq
+		if len(sess.traced) > 0 {
+			delete(sess.traced, dv.id) // a stale trace must not end at this copy's ack
+		}
 	}
 	start := len(w.arena)
 	var ok bool

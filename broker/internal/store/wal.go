@@ -49,6 +49,8 @@ type WALOptions struct {
 	// and session logs use a quarter of it). 0: the wal default.
 	SegmentBytes int64
 	Logger       *slog.Logger
+	// OnFsync is passed to the three logs (wal.Options.OnFsync).
+	OnFsync func(time.Duration)
 }
 
 // WAL is a Store on write-ahead logs: retained messages and sessions are
@@ -76,7 +78,7 @@ func OpenWAL(o WALOptions) (*WAL, error) {
 	open := func(name string, seg int64) (*wal.Log, error) {
 		return wal.Open(wal.Options{
 			Dir: filepath.Join(o.Dir, name), Fsync: o.Fsync, FsyncInterval: o.FsyncInterval,
-			SegmentBytes: seg, Logger: o.Logger,
+			SegmentBytes: seg, Logger: o.Logger, OnFsync: o.OnFsync,
 		})
 	}
 	w := &WAL{opts: o}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,6 +33,8 @@ type Flusher struct {
 	// Sample, when set, is called at the start of every flush to bring the
 	// meter up to date (a node folds its shards' counters in here).
 	Sample func()
+
+	errs atomic.Uint64 // failed flushes
 
 	mu      sync.Mutex // serializes flushes; guards pending and lastSeq
 	pending *Batch
@@ -86,9 +89,14 @@ func (f *Flusher) Shutdown(ctx context.Context) error {
 // Flush writes the pending batch, if a previous attempt failed, and then the
 // deltas counted since. On error the batch is kept, unchanged, for the next
 // attempt.
-func (f *Flusher) Flush(ctx context.Context) error {
+func (f *Flusher) Flush(ctx context.Context) (err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer func() {
+		if err != nil {
+			f.errs.Add(1)
+		}
+	}()
 	if f.pending != nil {
 		if err := Write(ctx, f.pool, f.pending); err != nil {
 			return err
@@ -117,6 +125,10 @@ func (f *Flusher) Flush(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Errors is the number of flushes that failed (their deltas were kept for
+// the next attempt) since the flusher was made.
+func (f *Flusher) Errors() uint64 { return f.errs.Load() }
 
 // ErrAlreadyApplied reports that a batch's sequence number was applied
 // before; Write treats it as success.
@@ -153,6 +165,17 @@ func Write(ctx context.Context, pool *pgxpool.Pool, b *Batch) error {
 					d.TenantID, b.NodeID, b.Bucket, reason, n)
 			}
 			queueLatency(&q, b.NodeID, b.Bucket, &d)
+			hour := b.Bucket.UTC().Truncate(time.Hour)
+			for cred, tr := range d.Credentials {
+				q.Queue(`INSERT INTO usage_credentials (tenant_id, credential_id, node_id, hour, messages_in, messages_out, bytes_in, bytes_out)
+					VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+					ON CONFLICT (tenant_id, hour, credential_id, node_id) DO UPDATE SET
+						messages_in = usage_credentials.messages_in + EXCLUDED.messages_in,
+						messages_out = usage_credentials.messages_out + EXCLUDED.messages_out,
+						bytes_in = usage_credentials.bytes_in + EXCLUDED.bytes_in,
+						bytes_out = usage_credentials.bytes_out + EXCLUDED.bytes_out`,
+					d.TenantID, cred, b.NodeID, hour, tr.MessagesIn, tr.MessagesOut, tr.BytesIn, tr.BytesOut)
+			}
 		}
 		return tx.SendBatch(ctx, &q).Close()
 	})

@@ -1,6 +1,6 @@
 // Package usage meters what each tenant does on a node (messages and bytes
-// in and out, connection-seconds, stored bytes, drops by reason) and flushes
-// it to Postgres.
+// in and out, connection-seconds, stored bytes, drops by reason; messages
+// and bytes per credential too) and flushes it to Postgres.
 //
 // Counting is a handful of atomic adds on a per-tenant Counters that the
 // shard holds a pointer to, so the publish path neither locks nor allocates.
@@ -32,6 +32,7 @@ type Counters struct {
 	// number of live connections: both are rare next to publishes.
 	mu        sync.Mutex
 	drops     map[string]int64
+	creds     map[string]Traffic // by credential id, since the last flush
 	conns     int64
 	since     time.Time
 	connNanos int64
@@ -48,6 +49,39 @@ func (c *Counters) AddDrops(reason string, n int64) {
 		c.drops = make(map[string]int64)
 	}
 	c.drops[reason] += n
+	c.mu.Unlock()
+}
+
+// Traffic is what the connections of one credential read and wrote: the
+// tenant's meters of the same names, restricted to those connections.
+type Traffic struct {
+	MessagesIn  int64
+	MessagesOut int64
+	BytesIn     int64
+	BytesOut    int64
+}
+
+func (t Traffic) zero() bool {
+	return t.MessagesIn == 0 && t.MessagesOut == 0 && t.BytesIn == 0 && t.BytesOut == 0
+}
+
+// AddCredential adds tr to the credential's traffic since the last flush.
+// A node calls it when it folds its connections' counters in (once per
+// credential per flush), never per message.
+func (c *Counters) AddCredential(credentialID string, tr Traffic) {
+	if tr.zero() {
+		return
+	}
+	c.mu.Lock()
+	if c.creds == nil {
+		c.creds = make(map[string]Traffic)
+	}
+	t := c.creds[credentialID]
+	t.MessagesIn += tr.MessagesIn
+	t.MessagesOut += tr.MessagesOut
+	t.BytesIn += tr.BytesIn
+	t.BytesOut += tr.BytesOut
+	c.creds[credentialID] = t
 	c.mu.Unlock()
 }
 
@@ -90,12 +124,14 @@ type Delta struct {
 	ConnectionNanos int64
 	StoredBytes     int64
 	Drops           map[string]int64
-	Latency         []LatencyDelta // non-empty histograms only
+	Latency         []LatencyDelta     // non-empty histograms only
+	Credentials     map[string]Traffic // by credential id, non-zero only
 }
 
 func (d Delta) empty() bool {
 	return d.MessagesIn == 0 && d.MessagesOut == 0 && d.BytesIn == 0 && d.BytesOut == 0 &&
-		d.ConnectionNanos < int64(time.Second) && len(d.Drops) == 0 && len(d.Latency) == 0
+		d.ConnectionNanos < int64(time.Second) && len(d.Drops) == 0 && len(d.Latency) == 0 &&
+		len(d.Credentials) == 0
 }
 
 // take moves the counters' totals into a Delta, leaving them at zero (the
@@ -113,6 +149,9 @@ func (c *Counters) take(id string, now time.Time) Delta {
 	c.mu.Lock()
 	if len(c.drops) > 0 {
 		d.Drops, c.drops = c.drops, nil
+	}
+	if len(c.creds) > 0 {
+		d.Credentials, c.creds = c.creds, nil
 	}
 	c.accrueLocked(now)
 	whole := c.connNanos / int64(time.Second) * int64(time.Second)

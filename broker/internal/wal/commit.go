@@ -81,7 +81,11 @@ func (l *Log) syncActive(off uint64) (uint64, error) {
 	s.acquire()
 	l.mu.Unlock()
 
+	start := time.Now()
 	err := s.f.Sync()
+	if l.opts.OnFsync != nil {
+		l.opts.OnFsync(time.Since(start))
+	}
 	s.release()
 	if err != nil {
 		err = fmt.Errorf("wal: fsync %s: %w", s.path, err)

@@ -65,6 +65,9 @@ type Options struct {
 	FS             FS           // default: the operating system's
 	Logger         *slog.Logger // default: discard
 	Now            func() time.Time
+	// OnFsync, when set, is told how long each group-commit fsync of the
+	// active segment took (metrics); it must not block.
+	OnFsync func(time.Duration)
 }
 
 const (

@@ -34,11 +34,11 @@ import (
 
 	"berth.dev/broker/jwtauth"
 	"berth.dev/broker/proxyproto"
+	"berth.dev/broker/tracing"
 	"berth.dev/gateway/internal/connlimit"
 	"berth.dev/gateway/internal/gateway"
 	"berth.dev/gateway/internal/revocation"
 	"berth.dev/gateway/internal/route"
-	"berth.dev/gateway/internal/tracing"
 )
 
 func main() {

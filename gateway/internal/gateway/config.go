@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"berth.dev/gateway/internal/tracing"
+	"berth.dev/broker/tracing"
 )
 
 // Config is the gateway's whole configuration. Defaults live in

@@ -18,7 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"berth.dev/broker/packet"
-	"berth.dev/gateway/internal/tracing"
+	"berth.dev/broker/tracing"
 )
 
 // connect311 connects with the Eclipse Paho MQTT 3.1.1 client and returns

@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"berth.dev/broker/packet"
-	"berth.dev/gateway/internal/tracing"
+	"berth.dev/broker/tracing"
 )
 
 // tracerName is the instrumentation scope of the gateway's spans.

@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"berth.dev/gateway/internal/tracing"
+	"berth.dev/broker/tracing"
 )
 
 // newTracedEnv is newEnv with the gateway's spans going to an in-memory

@@ -105,6 +105,7 @@ func NewRouter(o Options) (chi.Router, error) {
 			r.Delete("/api-keys/{id}", handler(a.revokeAPIKey))
 			r.Get("/tenants", handler(a.listTenants))
 			r.Post("/tenants", handler(a.createTenant))
+			r.Get("/usage", handler(a.accountUsage))
 
 			r.Group(func(r chi.Router) {
 				r.Use(a.loadTenant)

@@ -30,6 +30,8 @@ type tenantJSON struct {
 	Endpoints endpointsJSON `json:"endpoints"`
 	NodeID    *string       `json:"node_id"`
 	CreatedAt time.Time     `json:"created_at"`
+	// TraceSampleRate is the share of messages traced on the message path.
+	TraceSampleRate float64 `json:"trace_sample_rate"`
 }
 
 // endpointsJSON is where clients reach the gateway, one entry per
@@ -49,7 +51,7 @@ func (a *api) endpoints() endpointsJSON {
 }
 
 func (a *api) tenantOut(t store.Tenant) tenantJSON {
-	return tenantJSON{ID: t.ID, Slug: t.Slug, Plan: t.Plan, Endpoint: a.endpoint(t.Slug), Endpoints: a.endpoints(), NodeID: t.NodeID, CreatedAt: t.CreatedAt}
+	return tenantJSON{ID: t.ID, Slug: t.Slug, Plan: t.Plan, Endpoint: a.endpoint(t.Slug), Endpoints: a.endpoints(), NodeID: t.NodeID, CreatedAt: t.CreatedAt, TraceSampleRate: t.TraceSampleRate}
 }
 
 func (a *api) listTenants(w http.ResponseWriter, r *http.Request) error {
@@ -113,8 +115,9 @@ func (a *api) getTenant(w http.ResponseWriter, r *http.Request) error {
 }
 
 type updateTenantRequest struct {
-	Slug *string `json:"slug"`
-	Plan *string `json:"plan"`
+	Slug            *string  `json:"slug"`
+	Plan            *string  `json:"plan"`
+	TraceSampleRate *float64 `json:"trace_sample_rate"`
 }
 
 // updateTenant changes slug and/or plan; a plan change clamps quotas into
@@ -133,11 +136,14 @@ func (a *api) updateTenant(w http.ResponseWriter, r *http.Request) error {
 			v.add("plan", "must be one of "+strings.Join(plan.Names(), ", "))
 		}
 	}
+	if r := req.TraceSampleRate; r != nil && !(*r >= 0 && *r <= 1) {
+		v.add("trace_sample_rate", "must be a number from 0 to 1")
+	}
 	if err := v.err(); err != nil {
 		return err
 	}
 	t := tenantFrom(r.Context())
-	t, err := a.store.UpdateTenant(r.Context(), t.AccountID, t.ID, store.TenantUpdate{Slug: req.Slug, Plan: req.Plan})
+	t, err := a.store.UpdateTenant(r.Context(), t.AccountID, t.ID, store.TenantUpdate{Slug: req.Slug, Plan: req.Plan, TraceSampleRate: req.TraceSampleRate})
 	if err != nil {
 		return err
 	}

@@ -156,6 +156,29 @@ func TestTenantCRUD(t *testing.T) {
 	want(t, e.do(t, "PATCH", "/v1/tenants/"+tn.ID, u.key, map[string]string{"slug": u.slug}), http.StatusConflict)
 	want(t, e.do(t, "PATCH", "/v1/tenants/"+tn.ID, u.key, map[string]string{"plan": "gold"}), http.StatusUnprocessableEntity)
 
+	// The trace sample rate: 0.001 by default, 0..1, announced to the nodes.
+	var rated struct {
+		TraceSampleRate *float64 `json:"trace_sample_rate"`
+	}
+	e.do(t, "GET", "/v1/tenants/"+tn.ID, u.key, nil).json(t, &rated)
+	if rated.TraceSampleRate == nil || *rated.TraceSampleRate != 0.001 {
+		t.Fatalf("trace_sample_rate %v, want 0.001", rated.TraceSampleRate)
+	}
+	for _, bad := range []any{-0.1, 1.5, "all"} {
+		r := e.do(t, "PATCH", "/v1/tenants/"+tn.ID, u.key, map[string]any{"trace_sample_rate": bad})
+		if r.status != http.StatusUnprocessableEntity && r.status != http.StatusBadRequest {
+			t.Fatalf("trace_sample_rate %v: status %d", bad, r.status)
+		}
+	}
+	rc := listen(t, e, "berth_quotas")
+	p = e.do(t, "PATCH", "/v1/tenants/"+tn.ID, u.key, map[string]any{"trace_sample_rate": 0.25})
+	want(t, p, http.StatusOK)
+	p.json(t, &rated)
+	if *rated.TraceSampleRate != 0.25 {
+		t.Fatalf("patched trace_sample_rate %v", *rated.TraceSampleRate)
+	}
+	waitNotify(t, rc, "berth_quotas", tn.ID)
+
 	pc := listen(t, e, "berth_placement")
 	want(t, e.do(t, "DELETE", "/v1/tenants/"+tn.ID, u.key, nil), http.StatusNoContent)
 	waitNotify(t, pc, "berth_placement", tn.ID)

@@ -57,21 +57,116 @@ type usageJSON struct {
 // ?step= (a duration like 5m or 1h, at least 1m, whole seconds), at most
 // 1440 points, one per UTC step bucket aligned to the Unix epoch that
 // meets [from, to); the answer's from and to are the aligned bounds.
+// ?group_by=credential answers a series per credential instead (step a
+// whole number of hours: credential usage is kept per hour).
 func (a *api) usage(w http.ResponseWriter, r *http.Request) error {
 	var v validator
+	groupBy := r.URL.Query().Get("group_by")
+	v.check(groupBy == "" || groupBy == "credential", "group_by", "must be credential, or absent")
 	from, to, step, err := seriesRange(r, &v)
 	if err != nil {
 		return err
 	}
-	points, err := a.store.Usage(r.Context(), tenantFrom(r.Context()).ID, from, to, step)
+	tid := tenantFrom(r.Context()).ID
+	if groupBy == "credential" {
+		return a.usageByCredential(w, r, tid, from, to, step)
+	}
+	points, err := a.store.Usage(r.Context(), tid, from, to, step)
 	if err != nil {
 		return err
 	}
+	return writeJSON(w, http.StatusOK, usageOut(from, to, step, points))
+}
+
+func usageOut(from, to time.Time, step time.Duration, points []store.UsagePoint) usageJSON {
 	out := usageJSON{From: from, To: to, StepSeconds: int64(step / time.Second), Points: make([]usagePointJSON, len(points))}
 	for i, p := range points {
 		out.Points[i] = usagePointJSON(p)
 	}
+	return out
+}
+
+type trafficPointJSON struct {
+	T           time.Time `json:"t"`
+	MessagesIn  int64     `json:"messages_in"`
+	MessagesOut int64     `json:"messages_out"`
+	BytesIn     int64     `json:"bytes_in"`
+	BytesOut    int64     `json:"bytes_out"`
+}
+
+type credentialSeriesJSON struct {
+	CredentialID string             `json:"credential_id"`
+	Name         *string            `json:"name"`
+	Points       []trafficPointJSON `json:"points"`
+}
+
+type groupedUsageJSON[S any] struct {
+	From        time.Time `json:"from"`
+	To          time.Time `json:"to"`
+	StepSeconds int64     `json:"step_seconds"`
+	GroupBy     string    `json:"group_by"`
+	Series      []S       `json:"series"`
+}
+
+// usageByCredential answers ?group_by=credential: a series for each
+// credential with traffic in the range.
+func (a *api) usageByCredential(w http.ResponseWriter, r *http.Request, tid string, from, to time.Time, step time.Duration) error {
+	if step%time.Hour != 0 {
+		var v validator
+		v.add("step", "must be a whole number of hours (1h, 24h, …) with group_by=credential: credential usage is kept per hour")
+		return v.err()
+	}
+	cs, err := a.store.UsageByCredential(r.Context(), tid, from, to, step)
+	if err != nil {
+		return err
+	}
+	out := groupedUsageJSON[credentialSeriesJSON]{From: from, To: to, StepSeconds: int64(step / time.Second), GroupBy: "credential",
+		Series: make([]credentialSeriesJSON, len(cs))}
+	for i, c := range cs {
+		s := credentialSeriesJSON{CredentialID: c.CredentialID, Name: c.Name, Points: make([]trafficPointJSON, len(c.Points))}
+		for j, p := range c.Points {
+			s.Points[j] = trafficPointJSON(p)
+		}
+		out.Series[i] = s
+	}
 	return writeJSON(w, http.StatusOK, out)
+}
+
+type tenantSeriesJSON struct {
+	TenantID string           `json:"tenant_id"`
+	Slug     string           `json:"slug"`
+	Points   []usagePointJSON `json:"points"`
+}
+
+// accountUsage answers GET /v1/usage: the usage of every tenant of the
+// caller's account, summed, with the ?from=&to=&step= of a tenant's usage;
+// ?group_by=tenant answers a series per tenant instead.
+func (a *api) accountUsage(w http.ResponseWriter, r *http.Request) error {
+	var v validator
+	groupBy := r.URL.Query().Get("group_by")
+	v.check(groupBy == "" || groupBy == "tenant", "group_by", "must be tenant, or absent")
+	from, to, step, err := seriesRange(r, &v)
+	if err != nil {
+		return err
+	}
+	accountID := principalFrom(r.Context()).AccountID
+	if groupBy == "tenant" {
+		ts, err := a.store.AccountUsageByTenant(r.Context(), accountID, from, to, step)
+		if err != nil {
+			return err
+		}
+		out := groupedUsageJSON[tenantSeriesJSON]{From: from, To: to, StepSeconds: int64(step / time.Second), GroupBy: "tenant",
+			Series: make([]tenantSeriesJSON, len(ts))}
+		for i, t := range ts {
+			out.Series[i] = tenantSeriesJSON{TenantID: t.TenantID, Slug: t.Slug, Points: usageOut(from, to, step, t.Points).Points}
+		}
+		return writeJSON(w, http.StatusOK, out)
+	}
+	points, err := a.store.AccountUsage(r.Context(), accountID, from, to, step)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, usageOut(from, to, step, points))
 }
 
 var traceIDPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)

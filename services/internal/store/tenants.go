@@ -19,13 +19,16 @@ type Tenant struct {
 	Plan      string
 	NodeID    *string
 	CreatedAt time.Time
+	// TraceSampleRate is the share of the tenant's messages nodes trace,
+	// 0 to 1 (besides those whose traceparent says sampled).
+	TraceSampleRate float64
 }
 
-const tenantColumns = `id, account_id, slug, plan, node_id, created_at`
+const tenantColumns = `id, account_id, slug, plan, node_id, created_at, trace_sample_rate`
 
 func scanTenant(row pgx.Row) (Tenant, error) {
 	var t Tenant
-	err := row.Scan(&t.ID, &t.AccountID, &t.Slug, &t.Plan, &t.NodeID, &t.CreatedAt)
+	err := row.Scan(&t.ID, &t.AccountID, &t.Slug, &t.Plan, &t.NodeID, &t.CreatedAt, &t.TraceSampleRate)
 	return t, err
 }
 
@@ -44,8 +47,8 @@ func createTenant(ctx context.Context, tx pgx.Tx, t *Tenant, q plan.Quotas) erro
 	}
 	t.NodeID = node
 	if err := tx.QueryRow(ctx,
-		`INSERT INTO tenants (id, account_id, slug, plan, node_id) VALUES ($1, $2, $3, $4, $5) RETURNING created_at`,
-		t.ID, t.AccountID, t.Slug, t.Plan, t.NodeID).Scan(&t.CreatedAt); err != nil {
+		`INSERT INTO tenants (id, account_id, slug, plan, node_id) VALUES ($1, $2, $3, $4, $5) RETURNING created_at, trace_sample_rate`,
+		t.ID, t.AccountID, t.Slug, t.Plan, t.NodeID).Scan(&t.CreatedAt, &t.TraceSampleRate); err != nil {
 		return err
 	}
 	if err := insertQuotas(ctx, tx, t.ID, q); err != nil {
@@ -84,13 +87,16 @@ func (s *Store) ListTenants(ctx context.Context, accountID string, p Page) ([]Te
 
 // TenantUpdate holds the fields a PATCH may change; nil means unchanged.
 type TenantUpdate struct {
-	Slug *string
-	Plan *string
+	Slug            *string
+	Plan            *string
+	TraceSampleRate *float64 // 0 to 1
 }
 
-// UpdateTenant changes a tenant's slug and/or plan. A plan change clamps
-// every quota into the new plan's bounds and announces it on berth_quotas;
-// a slug change is announced on berth_placement (gateways route by slug).
+// UpdateTenant changes a tenant's slug, plan and/or trace sample rate. A
+// plan change clamps every quota into the new plan's bounds and announces
+// it on berth_quotas, as does a change of the trace sample rate (nodes
+// apply both live); a slug change is announced on berth_placement
+// (gateways route by slug).
 func (s *Store) UpdateTenant(ctx context.Context, accountID, tid string, u TenantUpdate) (Tenant, error) {
 	var t Tenant
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -106,6 +112,15 @@ func (s *Store) UpdateTenant(ctx context.Context, accountID, tid string, u Tenan
 			}
 			t.Slug = *u.Slug
 			if err := notify(ctx, tx, ChannelPlacement, tid); err != nil {
+				return err
+			}
+		}
+		if u.TraceSampleRate != nil && *u.TraceSampleRate != t.TraceSampleRate {
+			if _, err := tx.Exec(ctx, `UPDATE tenants SET trace_sample_rate = $2 WHERE id = $1`, tid, *u.TraceSampleRate); err != nil {
+				return err
+			}
+			t.TraceSampleRate = *u.TraceSampleRate
+			if err := notify(ctx, tx, ChannelQuotas, tid); err != nil {
 				return err
 			}
 		}

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // UsagePoint is one step of a tenant's usage series. Counters are summed
@@ -25,62 +27,202 @@ type UsagePoint struct {
 // covering its whole bucket (so a series may start before from and end
 // after to). step must be a whole number of seconds.
 func (s *Store) Usage(ctx context.Context, tid string, from, to time.Time, step time.Duration) ([]UsagePoint, error) {
-	stepSec := int64(step / time.Second)
+	m, err := s.usageSeries(ctx, usageScope{tenant: tid}, from, to, step)
+	return m[""], err
+}
+
+// AccountUsage is Usage summed over every tenant the account has now
+// (stored bytes: per minute summed over tenants and nodes, the largest
+// such total in each step).
+func (s *Store) AccountUsage(ctx context.Context, accountID string, from, to time.Time, step time.Duration) ([]UsagePoint, error) {
+	m, err := s.usageSeries(ctx, usageScope{account: accountID}, from, to, step)
+	return m[""], err
+}
+
+// TenantUsage is one tenant's series in an account's usage.
+type TenantUsage struct {
+	TenantID string
+	Slug     string
+	Points   []UsagePoint
+}
+
+// AccountUsageByTenant is Usage for each tenant the account has now, in
+// tenant id order; every tenant has a series, zero where it did nothing.
+func (s *Store) AccountUsageByTenant(ctx context.Context, accountID string, from, to time.Time, step time.Duration) ([]TenantUsage, error) {
+	m, err := s.usageSeries(ctx, usageScope{account: accountID, perTenant: true}, from, to, step)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, slug FROM tenants WHERE account_id = $1 ORDER BY id`, accountID)
+	if err != nil {
+		return nil, classify("account tenants", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (TenantUsage, error) {
+		var t TenantUsage
+		err := row.Scan(&t.TenantID, &t.Slug)
+		return t, err
+	})
+	if err != nil {
+		return nil, classify("account tenants", err)
+	}
+	for i := range out {
+		if out[i].Points = m[out[i].TenantID]; out[i].Points == nil {
+			out[i].Points = emptyUsage(from, to, step)
+		}
+	}
+	return out, nil
+}
+
+// usageScope says whose usage a series sums: one tenant, or every tenant
+// of an account, together or perTenant.
+type usageScope struct {
+	tenant, account string
+	perTenant       bool
+}
+
+// emptyUsage is a series of zero points for each aligned step of [from, to).
+func emptyUsage(from, to time.Time, step time.Duration) []UsagePoint {
 	from, to = AlignRange(from, to, step)
 	var points []UsagePoint
-	index := map[int64]int{}
 	for t := from; t.Before(to); t = t.Add(step) {
-		index[t.Unix()] = len(points)
 		points = append(points, UsagePoint{T: t, Drops: map[string]int64{}})
 	}
+	return points
+}
+
+// usageSeries returns the usage series of sc, keyed by tenant id when
+// sc.perTenant, else under "" (always present).
+func (s *Store) usageSeries(ctx context.Context, sc usageScope, from, to time.Time, step time.Duration) (map[string][]UsagePoint, error) {
+	stepSec := int64(step / time.Second)
+	from, to = AlignRange(from, to, step)
+	series := map[string][]UsagePoint{"": emptyUsage(from, to, step)}
+	point := func(key string, b time.Time) *UsagePoint {
+		ps := series[key]
+		if ps == nil {
+			ps = emptyUsage(from, to, step)
+			series[key] = ps
+		}
+		i := int(b.Sub(from) / step)
+		if i < 0 || i >= len(ps) || !ps[i].T.Equal(b) {
+			return nil
+		}
+		return &ps[i]
+	}
+	// $1 the tenant, or the account whose tenants to sum; $5 whether to
+	// key rows by tenant.
+	tenants, args := `tenant_id = $1`, []any{sc.tenant, from, to, stepSec, sc.perTenant}
+	if sc.account != "" {
+		tenants, args[0] = `tenant_id IN (SELECT id FROM tenants WHERE account_id = $1)`, sc.account
+	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT b, sum(mi)::bigint, sum(mo)::bigint, sum(bi)::bigint, sum(bo)::bigint, sum(cs)::bigint, max(sb)::bigint
+		SELECT k, b, sum(mi)::bigint, sum(mo)::bigint, sum(bi)::bigint, sum(bo)::bigint, sum(cs)::bigint, max(sb)::bigint
 		FROM (
-			SELECT date_bin($4::bigint * interval '1 second', bucket, 'epoch'::timestamptz) AS b, bucket,
+			SELECT CASE WHEN $5 THEN tenant_id ELSE '' END AS k,
+			       date_bin($4::bigint * interval '1 second', bucket, 'epoch'::timestamptz) AS b, bucket,
 			       sum(messages_in) AS mi, sum(messages_out) AS mo, sum(bytes_in) AS bi, sum(bytes_out) AS bo,
 			       sum(connection_seconds) AS cs, sum(stored_bytes) AS sb
-			FROM usage WHERE tenant_id = $1 AND bucket >= $2 AND bucket < $3
-			GROUP BY 1, 2
+			FROM usage WHERE `+tenants+` AND bucket >= $2 AND bucket < $3
+			GROUP BY 1, 2, 3
 		) per_minute
-		GROUP BY b ORDER BY b`, tid, from, to, stepSec)
+		GROUP BY k, b ORDER BY k, b`, args...)
 	if err != nil {
 		return nil, classify("usage", err)
 	}
 	for rows.Next() {
+		var k string
 		var b time.Time
 		var p UsagePoint
-		if err := rows.Scan(&b, &p.MessagesIn, &p.MessagesOut, &p.BytesIn, &p.BytesOut, &p.ConnectionSeconds, &p.StoredBytes); err != nil {
+		if err := rows.Scan(&k, &b, &p.MessagesIn, &p.MessagesOut, &p.BytesIn, &p.BytesOut, &p.ConnectionSeconds, &p.StoredBytes); err != nil {
 			rows.Close()
 			return nil, classify("usage", err)
 		}
-		if i, ok := index[b.Unix()]; ok {
-			p.T, p.Drops = points[i].T, points[i].Drops
-			points[i] = p
+		if at := point(k, b); at != nil {
+			p.T, p.Drops = at.T, at.Drops
+			*at = p
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, classify("usage", err)
 	}
 	rows, err = s.pool.Query(ctx, `
-		SELECT date_bin($4::bigint * interval '1 second', bucket, 'epoch'::timestamptz) AS b, reason, sum(count)::bigint
-		FROM usage_drops WHERE tenant_id = $1 AND bucket >= $2 AND bucket < $3
-		GROUP BY 1, 2 ORDER BY 1, 2`, tid, from, to, stepSec)
+		SELECT CASE WHEN $5 THEN tenant_id ELSE '' END AS k,
+		       date_bin($4::bigint * interval '1 second', bucket, 'epoch'::timestamptz) AS b, reason, sum(count)::bigint
+		FROM usage_drops WHERE `+tenants+` AND bucket >= $2 AND bucket < $3
+		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, args...)
 	if err != nil {
 		return nil, classify("usage drops", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
+		var k, reason string
 		var b time.Time
-		var reason string
 		var n int64
-		if err := rows.Scan(&b, &reason, &n); err != nil {
+		if err := rows.Scan(&k, &b, &reason, &n); err != nil {
 			return nil, classify("usage drops", err)
 		}
-		if i, ok := index[b.Unix()]; ok {
-			points[i].Drops[reason] = n
+		if at := point(k, b); at != nil {
+			at.Drops[reason] = n
 		}
 	}
-	return points, classify("usage drops", rows.Err())
+	return series, classify("usage drops", rows.Err())
+}
+
+// Traffic is one step of a credential's usage: its connections' messages
+// and bytes, in and out, counted as the tenant's meters of the same names.
+type Traffic struct {
+	T           time.Time
+	MessagesIn  int64
+	MessagesOut int64
+	BytesIn     int64
+	BytesOut    int64
+}
+
+// CredentialUsage is one credential's series.
+type CredentialUsage struct {
+	CredentialID string
+	Name         *string // nil when no credential of the tenant has that id any more
+	Points       []Traffic
+}
+
+// UsageByCredential returns the tenant's usage per credential by step,
+// from the hourly usage_credentials rows: a series for each credential
+// with traffic in [from, to) (in credential id order), each with a point
+// for every aligned step like Usage. step must be a whole number of hours.
+func (s *Store) UsageByCredential(ctx context.Context, tid string, from, to time.Time, step time.Duration) ([]CredentialUsage, error) {
+	from, to = AlignRange(from, to, step)
+	n := int(to.Sub(from) / step)
+	rows, err := s.pool.Query(ctx, `
+		SELECT u.credential_id, c.name, date_bin($4::bigint * interval '1 second', u.hour, 'epoch'::timestamptz) AS b,
+		       sum(u.messages_in)::bigint, sum(u.messages_out)::bigint, sum(u.bytes_in)::bigint, sum(u.bytes_out)::bigint
+		FROM usage_credentials u LEFT JOIN credentials c ON c.id = u.credential_id AND c.tenant_id = u.tenant_id
+		WHERE u.tenant_id = $1 AND u.hour >= $2 AND u.hour < $3
+		GROUP BY 1, 2, 3 ORDER BY 1, 3`, tid, from, to, int64(step/time.Second))
+	if err != nil {
+		return nil, classify("usage by credential", err)
+	}
+	defer rows.Close()
+	var out []CredentialUsage
+	for rows.Next() {
+		var id string
+		var name *string
+		var p Traffic
+		if err := rows.Scan(&id, &name, &p.T, &p.MessagesIn, &p.MessagesOut, &p.BytesIn, &p.BytesOut); err != nil {
+			return nil, classify("usage by credential", err)
+		}
+		if len(out) == 0 || out[len(out)-1].CredentialID != id {
+			cu := CredentialUsage{CredentialID: id, Name: name, Points: make([]Traffic, n)}
+			for i := range cu.Points {
+				cu.Points[i].T = from.Add(time.Duration(i) * step)
+			}
+			out = append(out, cu)
+		}
+		ps := out[len(out)-1].Points
+		if i := int(p.T.Sub(from) / step); i >= 0 && i < n {
+			p.T = ps[i].T
+			ps[i] = p
+		}
+	}
+	return out, classify("usage by credential", rows.Err())
 }
 
 // AlignRange widens [from, to) to whole steps aligned to the Unix epoch

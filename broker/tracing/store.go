@@ -20,7 +20,7 @@ import (
 // spans that carry it are kept in Postgres.
 const KeyTenant = attribute.Key("tenant_id")
 
-// Reasons a span is dropped, the label of berth_gateway_spans_dropped_total.
+// Reasons a span is dropped, the label of berth_<component>_spans_dropped_total.
 const (
 	DropQueueFull   = "queue_full"
 	DropWriteFailed = "write_failed"
@@ -34,6 +34,7 @@ type StoreOptions struct {
 	WriteTimeout  time.Duration // one INSERT; default 5 s
 	Logger        *slog.Logger
 	Registerer    prometheus.Registerer // where its counters register; none when nil
+	Component     string                // in the metric names, as Options.Component; default "gateway"
 }
 
 // SpanStore is an sdktrace.SpanProcessor that writes sampled, ended spans
@@ -77,6 +78,9 @@ func NewSpanStore(pool *pgxpool.Pool, o StoreOptions) *SpanStore {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Component == "" {
+		o.Component = "gateway"
+	}
 	s := &SpanStore{
 		pool:  pool,
 		o:     o,
@@ -86,10 +90,10 @@ func NewSpanStore(pool *pgxpool.Pool, o StoreOptions) *SpanStore {
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
 		storedC: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "berth_gateway_spans_stored_total", Help: "Sampled spans written to Postgres for the dashboard.",
+			Name: "berth_" + o.Component + "_spans_stored_total", Help: "Sampled spans written to Postgres for the dashboard.",
 		}),
 		droppedC: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "berth_gateway_spans_dropped_total", Help: "Sampled tenant spans not written to Postgres, by reason.",
+			Name: "berth_" + o.Component + "_spans_dropped_total", Help: "Sampled tenant spans not written to Postgres, by reason.",
 		}, []string{"reason"}),
 	}
 	if o.Registerer != nil {

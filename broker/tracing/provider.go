@@ -24,6 +24,13 @@ type Options struct {
 	// parent (a device's W3C traceparent) says sampled or not follows it.
 	// 0 turns tracing off: no spans are made at all.
 	SampleRatio float64
+	// Sampler, when set, replaces the ratio's sampler and turns tracing on
+	// whatever SampleRatio says (a node decides per message itself and
+	// passes AlwaysSample).
+	Sampler sdktrace.Sampler
+	// IDGenerator, when set, makes the trace and span ids (a node's spans
+	// carry ids chosen when the message was read).
+	IDGenerator sdktrace.IDGenerator
 	// OTLPEndpoint is the collector's base URL (what OTEL_EXPORTER_OTLP_ENDPOINT
 	// holds, e.g. http://collector:4318); spans go to <it>/v1/traces.
 	// "" exports nothing over OTLP. Other OTEL_EXPORTER_OTLP_* variables
@@ -33,13 +40,17 @@ type Options struct {
 	Pool  *pgxpool.Pool
 	Store StoreOptions // Logger and Registerer default to the ones below
 
-	ServiceName string // resource service.name; default berth-gateway
+	// Component names what is traced: "gateway" (the default) or "node".
+	// It makes the default service.name (berth-<component>) and the
+	// metric names (berth_<component>_spans_stored_total, ...).
+	Component   string
+	ServiceName string // resource service.name; default berth-<Component>
 	InstanceID  string // resource service.instance.id, e.g. the gateway id
 	Logger      *slog.Logger
 	Registerer  prometheus.Registerer // span store and export counters; none when nil
 }
 
-// Provider is the gateway's tracer provider and the pipeline behind it.
+// Provider is a component's tracer provider and the pipeline behind it.
 // New, TracerProvider, Shutdown.
 type Provider struct {
 	sdk   *sdktrace.TracerProvider // nil when tracing is off
@@ -57,22 +68,32 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	if o.SampleRatio < 0 || o.SampleRatio > 1 {
 		return nil, fmt.Errorf("tracing: sample ratio %v is not within [0, 1]", o.SampleRatio)
 	}
-	if o.SampleRatio == 0 {
+	if o.SampleRatio == 0 && o.Sampler == nil {
 		return &Provider{}, nil
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Component == "" {
+		o.Component = "gateway"
+	}
 	if o.ServiceName == "" {
-		o.ServiceName = "berth-gateway"
+		o.ServiceName = "berth-" + o.Component
+	}
+	sampler := o.Sampler
+	if sampler == nil {
+		sampler = Sampler(o.SampleRatio)
 	}
 	res := []attribute.KeyValue{attribute.String("service.name", o.ServiceName)}
 	if o.InstanceID != "" {
 		res = append(res, attribute.String("service.instance.id", o.InstanceID))
 	}
 	opts := []sdktrace.TracerProviderOption{
-		sdktrace.WithSampler(Sampler(o.SampleRatio)),
+		sdktrace.WithSampler(sampler),
 		sdktrace.WithResource(resource.NewSchemaless(res...)),
+	}
+	if o.IDGenerator != nil {
+		opts = append(opts, sdktrace.WithIDGenerator(o.IDGenerator))
 	}
 	if o.OTLPEndpoint != "" {
 		u, err := TracesURL(o.OTLPEndpoint)
@@ -83,7 +104,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
 		}
-		opts = append(opts, sdktrace.WithBatcher(newLoggingExporter(exp, o.Logger, o.Registerer)))
+		opts = append(opts, sdktrace.WithBatcher(newLoggingExporter(exp, o.Logger, o.Registerer, o.Component)))
 	}
 	p := &Provider{}
 	if o.Pool != nil {
@@ -94,6 +115,9 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		if so.Registerer == nil {
 			so.Registerer = o.Registerer
 		}
+		if so.Component == "" {
+			so.Component = o.Component
+		}
 		p.store = NewSpanStore(o.Pool, so)
 		opts = append(opts, sdktrace.WithSpanProcessor(p.store))
 	}
@@ -101,7 +125,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	return p, nil
 }
 
-// TracerProvider is what the gateway makes its spans with: a no-op one
+// TracerProvider is what the component makes its spans with: a no-op one
 // when tracing is off.
 func (p *Provider) TracerProvider() trace.TracerProvider {
 	if p.sdk == nil {
@@ -134,7 +158,7 @@ func TracesURL(endpoint string) (string, error) {
 	return u.String(), nil
 }
 
-// loggingExporter reports failed OTLP exports to the gateway's logger and
+// loggingExporter reports failed OTLP exports to the component's logger and
 // a counter instead of the process-global OpenTelemetry error handler,
 // which the batch processor would otherwise call.
 type loggingExporter struct {
@@ -143,9 +167,9 @@ type loggingExporter struct {
 	failures prometheus.Counter
 }
 
-func newLoggingExporter(e sdktrace.SpanExporter, log *slog.Logger, reg prometheus.Registerer) *loggingExporter {
+func newLoggingExporter(e sdktrace.SpanExporter, log *slog.Logger, reg prometheus.Registerer, component string) *loggingExporter {
 	le := &loggingExporter{SpanExporter: e, log: log, failures: prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "berth_gateway_span_export_failures_total", Help: "OTLP span exports that failed (their spans are lost).",
+		Name: "berth_" + component + "_span_export_failures_total", Help: "OTLP span exports that failed (their spans are lost).",
 	})}
 	if reg != nil {
 		reg.MustRegister(le.failures)
