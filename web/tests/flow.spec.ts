@@ -78,6 +78,8 @@ test('credential → publish → inspector, overview, usage → revoke drops the
     await expect(page.getByText(`this month so far: ${messages} messages in`)).toBeVisible({ timeout: 1_000 });
   });
   await expect(page.getByText(/\b1 of 30 days with traffic\b/)).toBeVisible();
+  // The credential's own row in the by-credential table: its 30 messages in.
+  await expect(page.getByRole('row').filter({ hasText: name }).getByRole('cell').nth(1)).toHaveText(String(messages));
   await expect(page.getByRole('img', { name: 'Messages in chart' })).toBeVisible();
   await shot(page, 'flow-usage');
 

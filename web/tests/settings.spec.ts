@@ -1,4 +1,4 @@
-// Settings: API keys (made, used, revoked) and the tenant's delete button.
+// Settings: API keys (made, used, revoked), trace sampling and the tenant's delete button.
 import { expect, expectNoSeriousA11yViolations, openPage, shot, signUpViaUI, test, unique } from './fixtures';
 
 test('an API key is shown once, works, and stops working when revoked', async ({ page }) => {
@@ -34,4 +34,16 @@ test('deleting the only tenant leads to creating a first one', async ({ page }) 
   await page.getByRole('dialog', { name: `Delete tenant ${slug}` }).getByRole('button', { name: 'Delete tenant' }).click();
   await expect(page.getByRole('heading', { level: 1, name: 'Create your first tenant' })).toBeVisible();
   expect((await page.request.get(`/v1/tenants/${a.tenantId}`)).status()).toBe(404);
+});
+
+test('the trace sampling rate is saved on the tenant', async ({ page }) => {
+  const a = await signUpViaUI(page);
+  await openPage(page, 'Settings');
+  const form = page.getByRole('form', { name: 'Trace sampling' });
+  await expect(form.getByLabel('Share of messages traced (0 to 1)')).toHaveValue('0.001');
+  await form.getByLabel('Share of messages traced (0 to 1)').fill('0.25');
+  await form.getByRole('button', { name: 'Save sampling' }).click();
+  await expect(form.getByText('Saved; brokers apply it at once.')).toBeVisible();
+  const t = await (await page.request.get(`/v1/tenants/${a.tenantId}`)).json();
+  expect(t.trace_sample_rate).toBe(0.25);
 });

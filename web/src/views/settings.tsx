@@ -129,6 +129,13 @@ function APIKeys() {
 
 function TenantSettings() {
   const { tenant, reloadTenants } = useTenant();
+  const [rate, setRate] = useState(String(tenant.trace_sample_rate ?? 0.001));
+  const [saved, setSaved] = useState(false);
+  const saveRate = useAction(async () => {
+    await must(api.PATCH('/v1/tenants/{tid}', { params: { path: { tid: tenant.id } }, body: { trace_sample_rate: Number(rate) } }));
+    reloadTenants();
+    return true;
+  });
   const del = useAction(async () => {
     await must(api.DELETE('/v1/tenants/{tid}', { params: { path: { tid: tenant.id } } }));
     reloadTenants();
@@ -141,6 +148,39 @@ function TenantSettings() {
         <p>
           <strong>{tenant.slug}</strong> · id <code>{tenant.id}</code> · plan {tenant.plan} · created {when(tenant.created_at)}
         </p>
+        <form
+          class="row"
+          aria-label="Trace sampling"
+          onSubmit={async (e) => {
+            e.preventDefault();
+            setSaved(!!(await saveRate.run()));
+          }}
+        >
+          <label>
+            Share of messages traced (0 to 1)
+            <input
+              type="number"
+              min={0}
+              max={1}
+              step="any"
+              value={rate}
+              onInput={(e) => {
+                setSaved(false);
+                setRate((e.target as HTMLInputElement).value);
+              }}
+            />
+          </label>
+          <button class="secondary" disabled={saveRate.pending}>
+            Save sampling
+          </button>
+          {saved ? (
+            <span class="ok" role="status">
+              Saved; brokers apply it at once.
+            </span>
+          ) : null}
+        </form>
+        <p class="muted small">Messages whose MQTT 5 traceparent says sampled are traced too; at most 100 messages a second are traced per tenant.</p>
+        <ProblemView error={saveRate.error} />
         <ProblemView error={del.error} />
         <ConfirmButton
           label={`Delete tenant ${tenant.slug}`}

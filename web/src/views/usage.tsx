@@ -10,7 +10,7 @@ import { Chart } from '../ui/chart';
 import { QuotaBar } from '../ui/meter';
 import { ProblemView } from '../ui/problem';
 import { Segmented } from '../ui/segmented';
-import { Loaded } from '../ui/states';
+import { Empty, Loaded } from '../ui/states';
 
 const day = 86_400_000;
 type Days = '7' | '30' | '90';
@@ -86,11 +86,75 @@ export function Usage() {
           );
         }}
       </Loaded>
+      <h2>By credential</h2>
+      <ByCredential tid={tid} days={Number(days)} />
       <h2>Quotas</h2>
       <Loaded q={quotas} what="Loading quotas">
         {(qs) => <QuotaEditor tid={tid} current={qs} onSaved={quotas.reload} />}
       </Loaded>
     </section>
+  );
+}
+
+type CredentialSeries = NonNullable<Schemas['UsageByCredential']['series']>[number];
+
+/** Which device fleet did what over the shown days: each credential's totals. */
+function ByCredential({ tid, days }: { tid: string; days: number }) {
+  const q = useQuery(
+    async () => {
+      const to = Math.ceil(Date.now() / day) * day;
+      const u = (await must(
+        api.GET('/v1/tenants/{tid}/usage', {
+          params: { path: { tid }, query: { from: new Date(to - days * day).toISOString(), to: new Date(to).toISOString(), step: '24h', group_by: 'credential' } },
+        }),
+      )) as Schemas['UsageByCredential'];
+      return (u.series ?? []).map((s: CredentialSeries) => ({
+        id: s.credential_id ?? '',
+        name: s.name,
+        in: (s.points ?? []).reduce((n, p) => n + (p.messages_in ?? 0), 0),
+        out: (s.points ?? []).reduce((n, p) => n + (p.messages_out ?? 0), 0),
+        bytesIn: (s.points ?? []).reduce((n, p) => n + (p.bytes_in ?? 0), 0),
+        bytesOut: (s.points ?? []).reduce((n, p) => n + (p.bytes_out ?? 0), 0),
+      }));
+    },
+    [tid, days],
+    60000,
+  );
+  return (
+    <Loaded q={q} what="Loading usage by credential">
+      {(rows) =>
+        rows.length === 0 ? (
+          <Empty>No credential has sent or received a message in these days.</Empty>
+        ) : (
+          <div class="table-wrap">
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">Credential</th>
+                  <th scope="col" class="num">Messages in</th>
+                  <th scope="col" class="num">Messages out</th>
+                  <th scope="col" class="num">Bytes in</th>
+                  <th scope="col" class="num">Bytes out</th>
+                </tr>
+              </thead>
+              <tbody>
+                {rows.map((r) => (
+                  <tr key={r.id}>
+                    <td>
+                      {r.name ?? <span class="muted">deleted</span>} <code>{r.id}</code>
+                    </td>
+                    <td class="num">{count(r.in)}</td>
+                    <td class="num">{count(r.out)}</td>
+                    <td class="num">{bytes(r.bytesIn)}</td>
+                    <td class="num">{bytes(r.bytesOut)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )
+      }
+    </Loaded>
   );
 }
 
