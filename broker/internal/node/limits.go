@@ -175,6 +175,17 @@ func (c *connLimiter) MaxRetained() (int, int64) {
 	return int(c.t.maxRetained.Load()), c.t.maxRetBytes.Load()
 }
 
+// MaxMessageSize implements shard.Limiter.
+func (c *connLimiter) MaxMessageSize() int64 { return c.t.maxMsgSize.Load() }
+
+// AdmitWill implements shard.Limiter: the tenant-wide admission, as for
+// HTTP publish (the connection, and so its own rate, has ended). Safe on
+// any goroutine: it touches only the tenant's buckets and atomics.
+func (c *connLimiter) AdmitWill(size int) packet.ReasonCode {
+	code, _ := c.t.admitTenant(size)
+	return code
+}
+
 // httpLimiter admits one HTTP publish (POST /publish) as a device's
 // PUBLISH is admitted: size, the monthly messages quota and the
 // tenant-wide rates (the API is no client, so no per-client rate), then
@@ -189,25 +200,39 @@ type httpLimiter struct {
 // AdmitPublish implements shard.Limiter.
 func (h *httpLimiter) AdmitPublish(size int, _ byte) (packet.ReasonCode, time.Duration) {
 	t := h.t
+	code, quota := t.admitTenant(size)
+	switch quota {
+	case "size":
+		h.refusal = fmt.Sprintf("the payload is %d bytes, over the tenant's message size quota of %d bytes", size, t.maxMsgSize.Load())
+	case "monthly":
+		h.refusal = fmt.Sprintf("the tenant's monthly messages quota (%d) is used up until %s",
+			t.monthly.Load(), time.Unix(0, t.monthEnd.Load()).UTC().Format(time.RFC3339))
+	case "rate":
+		h.refusal = "over the tenant's message rate quota (max_msgs_per_sec or max_bytes_per_sec); retry in a second"
+	}
+	h.quota = quota
+	return code, 0
+}
+
+// admitTenant is the tenant-wide admission of one message that no
+// connection reads (HTTP publish, a will when it is due): size, the
+// monthly messages quota, the tenant's message and byte rates, never
+// throttled. On success the message counts against the monthly quota;
+// otherwise quota names the refusal: "size", "monthly" or "rate".
+func (t *tenantLimits) admitTenant(size int) (code packet.ReasonCode, quota string) {
 	if max := t.maxMsgSize.Load(); max > 0 && int64(size) > max {
-		h.quota, h.refusal = "size", fmt.Sprintf("the payload is %d bytes, over the tenant's message size quota of %d bytes", size, max)
-		return packet.ErrPacketTooLarge, 0
+		return packet.ErrPacketTooLarge, "size"
 	}
 	now := t.now()
 	t.rollMonth(now)
-	if used, max := t.monthUsed.Load(), t.monthly.Load(); used >= max {
-		h.quota = "monthly"
-		h.refusal = fmt.Sprintf("the tenant's monthly messages quota (%d) is used up until %s",
-			max, time.Unix(0, t.monthEnd.Load()).UTC().Format(time.RFC3339))
-		return packet.ErrQuotaExceeded, 0
+	if t.monthUsed.Load() >= t.monthly.Load() {
+		return packet.ErrQuotaExceeded, "monthly"
 	}
 	if !t.msgs.Take(now, 1) || !t.bytes.Take(now, float64(size)) {
-		h.quota = "rate"
-		h.refusal = "over the tenant's message rate quota (max_msgs_per_sec or max_bytes_per_sec); retry in a second"
-		return packet.ErrQuotaExceeded, 0
+		return packet.ErrQuotaExceeded, "rate"
 	}
 	t.monthUsed.Add(1)
-	return packet.CodeSuccess, 0
+	return packet.CodeSuccess, ""
 }
 
 // MaxSubscriptions implements shard.Limiter.
@@ -216,4 +241,13 @@ func (h *httpLimiter) MaxSubscriptions() int { return 0 }
 // MaxRetained implements shard.Limiter.
 func (h *httpLimiter) MaxRetained() (int, int64) {
 	return int(h.t.maxRetained.Load()), h.t.maxRetBytes.Load()
+}
+
+// MaxMessageSize implements shard.Limiter.
+func (h *httpLimiter) MaxMessageSize() int64 { return h.t.maxMsgSize.Load() }
+
+// AdmitWill implements shard.Limiter; HTTP publish carries no will.
+func (h *httpLimiter) AdmitWill(size int) packet.ReasonCode {
+	code, _ := h.t.admitTenant(size)
+	return code
 }

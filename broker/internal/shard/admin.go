@@ -46,14 +46,8 @@ func (s *Shard) PublishLimited(topicName string, payload []byte, qos byte, retai
 		if code, _ := l.AdmitPublish(len(payload), packet.Version5); code != packet.CodeSuccess {
 			return 0, code
 		}
-		if retain && len(payload) > 0 {
-			maxMsgs, maxBytes := l.MaxRetained()
-			msgs, bytes := s.tenantRetained()
-			if (maxMsgs > 0 && msgs >= maxMsgs) || (maxBytes > 0 && bytes+int64(len(payload)) > maxBytes) {
-				if _, ok := s.retained.Get(topicName); !ok { // replacing an existing one is fine
-					return 0, ErrRetainedQuota
-				}
-			}
+		if retain && s.overRetained(l, topicName, len(payload)) {
+			return 0, ErrRetainedQuota
 		}
 	}
 	s.stats.msgsIn.Add(1)
@@ -90,7 +84,7 @@ func (s *Shard) Kick(clientID string, discard bool) error {
 	}
 	if discard {
 		s.mu.Lock()
-		var will *message
+		var will *willMsg
 		ended := s.sessions[clientID] == sess
 		if ended {
 			will = s.endSessionLocked(sess)
@@ -100,7 +94,7 @@ func (s *Shard) Kick(clientID string, discard bool) error {
 			s.forget(clientID)
 		}
 		if will != nil {
-			s.publishInternal(will)
+			s.publishWill(will)
 		}
 	}
 	return nil

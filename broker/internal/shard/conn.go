@@ -56,7 +56,7 @@ type conn struct {
 	// reader-owned, moved by a re-authentication.
 	deadline *time.Timer
 
-	will      *message
+	will      *willMsg
 	willDelay uint32
 	expiry0   bool // CONNECT asked for Session Expiry 0 [MQTT-3.14.2-2]
 

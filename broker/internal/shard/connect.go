@@ -146,14 +146,15 @@ func (c *conn) applyConnect(cp *packet.Connect, o *connectTerms) bool {
 		c.inAliases = make([][]byte, s.opts.TopicAliasMaximum+1)
 	}
 
-	// Will message [MQTT-3.1.2-7].
+	// Will message [MQTT-3.1.2-7], admitted as a PUBLISH would be (will.go).
 	if cp.WillFlag {
-		if c.info.Authorizer != nil && !c.info.Authorizer.CanPublish(cp.WillTopic) {
-			c.refuse(packet.ErrNotAuthorized)
+		if code := c.checkWill(cp); code != packet.CodeSuccess {
+			c.refuse(code)
 			return false
 		}
 		wp := packet.Publish{QoS: cp.WillQoS, Retain: cp.WillRetain, Topic: cp.WillTopic, Payload: cp.WillPayload, Props: cp.WillProps}
-		c.will = newMessage(&wp, cp.WillTopic, time.Now(), noPublisher)
+		c.will = &willMsg{msg: newMessage(&wp, cp.WillTopic, time.Now(), noPublisher),
+			limiter: c.info.Limiter, traffic: c.traffic, clientID: c.clientID}
 		c.willDelay = cp.WillProps.WillDelay
 	}
 	return true

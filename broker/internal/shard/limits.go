@@ -28,6 +28,16 @@ type Limiter interface {
 	// MaxRetained bounds the shard's retained messages and their bytes;
 	// 0 means unlimited.
 	MaxRetained() (messages int, bytes int64)
+	// MaxMessageSize is the message size quota in payload bytes, 0 for
+	// none; a will over it refuses the CONNECT (0x95).
+	MaxMessageSize() int64
+	// AdmitWill decides on publishing a will of size payload bytes when
+	// it is due, as of a PUBLISH of it then: the tenant's size, monthly
+	// and rate quotas (no per-client rate: the connection has ended). It
+	// returns CodeSuccess (the message is counted against the quotas) or
+	// the refusal. It may be called on any goroutine, after the
+	// connection ended.
+	AdmitWill(size int) packet.ReasonCode
 }
 
 // maxThrottle bounds one read pause, so a throttled connection still
@@ -55,14 +65,8 @@ func (c *conn) admitPublish(name []byte, p *packet.Publish) (packet.ReasonCode, 
 	default:
 		return code, code // disconnect with this reason
 	}
-	if p.Retain && len(p.Payload) > 0 {
-		maxMsgs, maxBytes := l.MaxRetained()
-		msgs, bytes := s.tenantRetained()
-		if (maxMsgs > 0 && msgs >= maxMsgs) || (maxBytes > 0 && bytes+int64(len(p.Payload)) > maxBytes) {
-			if _, ok := s.retained.Get(string(name)); !ok { // replacing an existing one is fine
-				return packet.ErrQuotaExceeded, nil
-			}
-		}
+	if p.Retain && s.overRetained(l, string(name), len(p.Payload)) {
+		return packet.ErrQuotaExceeded, nil
 	}
 	return packet.CodeSuccess, nil
 }

@@ -37,7 +37,7 @@ func (s *Shard) attach(c *conn, clean bool, expiry uint32) (sess *session, prese
 				continue
 			}
 		}
-		var will *message
+		var will *willMsg
 		var ended string
 		if sess != nil && clean {
 			will = s.endSessionLocked(sess)
@@ -69,7 +69,7 @@ func (s *Shard) attach(c *conn, clean bool, expiry uint32) (sess *session, prese
 			s.forget(ended)
 		}
 		if will != nil {
-			s.publishInternal(will)
+			s.publishWill(will)
 		}
 		return sess, present, nil
 	}
@@ -81,7 +81,7 @@ func (s *Shard) attach(c *conn, clean bool, expiry uint32) (sess *session, prese
 // one starts its expiry timer [MQTT-4.1.0-2].
 func (s *Shard) detach(c *conn, sendWill bool) {
 	sess := c.sess
-	var will *message
+	var will *willMsg
 	s.mu.Lock()
 	sess.mu.Lock()
 	if sess.conn != c {
@@ -137,7 +137,7 @@ func (s *Shard) detach(c *conn, sendWill bool) {
 		s.forget(sess.clientID)
 	}
 	if will != nil {
-		s.publishInternal(will)
+		s.publishWill(will)
 	}
 }
 

@@ -77,7 +77,7 @@ type session struct {
 	awaitingRel map[uint16]struct{} // inbound QoS 2 ids PUBREC'd, awaiting PUBREL [MQTT-4.3.3-10]
 	fullSince   time.Time           // when the queue first hit its limit; zero if not full
 	dropped     [numDropReasons]uint64
-	pendingWill *message // will waiting for its delay or the session end
+	pendingWill *willMsg // will waiting for its delay or the session end
 	// stored are deliveries whose message lives in the message log
 	// (offline persistent sessions, restart, replay); they go out before
 	// queue. replaying > 0 holds queue back while a replay is collected.

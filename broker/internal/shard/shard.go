@@ -282,7 +282,7 @@ func (s *Shard) newSessionLocked(clientID string) *session {
 // endSessionLocked removes sess and its subscriptions [MQTT-3.1.2-4]. It
 // returns a will message whose delay was pending: the session ending
 // publishes it now, which the caller does after unlocking. s.mu is held.
-func (s *Shard) endSessionLocked(sess *session) *message {
+func (s *Shard) endSessionLocked(sess *session) *willMsg {
 	if s.sessions[sess.clientID] == sess {
 		delete(s.sessions, sess.clientID)
 	}
@@ -325,7 +325,7 @@ func (s *Shard) expireFunc(sess *session, gen uint64) func() {
 		sess.mu.Lock()
 		live := sess.conn != nil || sess.gen != gen
 		sess.mu.Unlock()
-		var will *message
+		var will *willMsg
 		if !live {
 			will = s.endSessionLocked(sess)
 		}
@@ -334,7 +334,7 @@ func (s *Shard) expireFunc(sess *session, gen uint64) func() {
 			s.forget(sess.clientID)
 		}
 		if will != nil {
-			s.publishInternal(will)
+			s.publishWill(will)
 		}
 	}
 }
@@ -347,14 +347,14 @@ func (s *Shard) willFunc(sess *session, gen uint64) func() {
 		closing := s.closing
 		s.mu.RUnlock()
 		sess.mu.Lock()
-		var will *message
+		var will *willMsg
 		if sess.gen == gen && sess.conn == nil {
 			will = sess.pendingWill
 			sess.pendingWill = nil
 		}
 		sess.mu.Unlock()
 		if will != nil && !closing {
-			s.publishInternal(will)
+			s.publishWill(will)
 		}
 	}
 }

@@ -17,6 +17,9 @@ type Options struct {
 	// TLSCert and TLSKey, when set, give every gateway a TLS listener;
 	// TenantDomain makes it check SNI <slug>.<domain> against the token.
 	TLSCert, TLSKey, TenantDomain string
+	// UsageInterval is the node's -usage-interval; 0 keeps its default
+	// (10 s).
+	UsageInterval time.Duration
 }
 
 // Gateway is one running gateway.
@@ -46,6 +49,10 @@ type Stack struct {
 
 	ProxySecret string
 	NodeToken   string
+
+	// How the node was started, for RestartNode.
+	nodeBin           string
+	nodeArgs, nodeEnv []string
 }
 
 func randomHex(n int) string {
@@ -82,11 +89,17 @@ func New(t testing.TB, bins Binaries, opts Options) *Stack {
 		gwAddrs[i], wsAddrs[i] = FreeAddr(t), FreeAddr(t)
 	}
 
-	s.Node = Start(t, "node", bins.Broker, []string{
+	s.nodeBin = bins.Broker
+	s.nodeArgs = []string{
 		"-node-id", "node-" + randomHex(4),
 		"-internal-listen", s.NodeMQTT, "-admin-listen", s.NodeAdmin,
 		"-data", t.TempDir(), "-log-format", "text", "-jwks-url", "http://" + apiAddr + "/v1/.well-known/jwks.json",
-	}, []string{"DATABASE_URL=" + s.DatabaseURL, "BERTH_PROXY_SECRET=" + s.ProxySecret, "BERTH_NODE_TOKEN=" + s.NodeToken})
+	}
+	if opts.UsageInterval > 0 {
+		s.nodeArgs = append(s.nodeArgs, "-usage-interval", opts.UsageInterval.String())
+	}
+	s.nodeEnv = []string{"DATABASE_URL=" + s.DatabaseURL, "BERTH_PROXY_SECRET=" + s.ProxySecret, "BERTH_NODE_TOKEN=" + s.NodeToken}
+	s.Node = Start(t, "node", s.nodeBin, s.nodeArgs, s.nodeEnv)
 	WaitListening(t, s.Node, s.NodeMQTT, 30*time.Second)
 
 	s.APIProc = Start(t, "api", bins.API, []string{
@@ -114,4 +127,18 @@ func New(t testing.TB, bins Binaries, opts Options) *Stack {
 		s.Gateways = append(s.Gateways, g)
 	}
 	return s
+}
+
+// RestartNode starts the node again, as the same node (id, data directory,
+// ports, secrets), once its process has ended (Node.Kill for a crash,
+// Node.Stop for a graceful stop), and returns when it listens. s.Node is
+// the new process; the old one's log stays with it.
+func (s *Stack) RestartNode(t testing.TB) {
+	t.Helper()
+	if !s.Node.Exited() {
+		t.Fatal("RestartNode: the node is still running; Kill or Stop it first")
+	}
+	s.Node = Start(t, "node (restarted)", s.nodeBin, s.nodeArgs, s.nodeEnv)
+	WaitListening(t, s.Node, s.NodeMQTT, 30*time.Second)
+	WaitListening(t, s.Node, s.NodeAdmin, 30*time.Second)
 }
