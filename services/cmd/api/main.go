@@ -33,6 +33,7 @@ import (
 	"berth.dev/services/internal/config"
 	"berth.dev/services/internal/credential"
 	"berth.dev/services/internal/httpapi"
+	"berth.dev/services/internal/lifecycle"
 	"berth.dev/services/internal/nodeclient"
 	"berth.dev/services/internal/store"
 	"berth.dev/web"
@@ -105,9 +106,18 @@ func run() error {
 	}
 
 	var wg sync.WaitGroup
-	rotCtx, stopRotation := context.WithCancel(context.Background())
-	wg.Go(func() { keyring.Run(rotCtx, cfg.KeyCheck, cfg.KeyRotation) })
-	defer func() { stopRotation(); wg.Wait() }()
+	bgCtx, stopBackground := context.WithCancel(context.Background())
+	defer func() { stopBackground(); wg.Wait() }()
+	// Background work: signing key rotation; partitions ahead, rollups and
+	// retention of spans and minute usage. Both stop (a lifecycle run in
+	// progress is cancelled, its transaction rolled back) and are waited
+	// for before the pool closes.
+	lc := lifecycle.New(pool, lifecycle.Config{
+		SpansRetention: cfg.SpansRetention, UsageRetention: cfg.UsageRetention,
+		DaysAhead: cfg.PartitionsAhead, Interval: cfg.LifecycleInterval,
+	}, log)
+	wg.Go(func() { keyring.Run(bgCtx, cfg.KeyCheck, cfg.KeyRotation) })
+	wg.Go(func() { lc.Run(bgCtx) })
 
 	srv := &http.Server{
 		Addr: cfg.Listen, Handler: router,

@@ -36,6 +36,13 @@ type Config struct {
 	SecureCookies   bool
 	LogFormat       string
 	ShutdownTimeout time.Duration
+	// Data lifecycle (services/internal/lifecycle): how long spans and
+	// minute usage/latency rows are kept, how many days of partitions are
+	// made ahead, how often it runs.
+	SpansRetention    time.Duration
+	UsageRetention    time.Duration
+	PartitionsAhead   int
+	LifecycleInterval time.Duration
 }
 
 // env names the environment variable behind each flag.
@@ -59,6 +66,10 @@ var env = map[string]string{
 	"secure-cookies":     "BERTH_SECURE_COOKIES",
 	"log-format":         "BERTH_LOG_FORMAT",
 	"shutdown-timeout":   "BERTH_SHUTDOWN_TIMEOUT",
+	"spans-retention":    "BERTH_SPANS_RETENTION",
+	"usage-retention":    "BERTH_USAGE_RETENTION",
+	"partitions-ahead":   "BERTH_PARTITIONS_AHEAD",
+	"lifecycle-interval": "BERTH_LIFECYCLE_INTERVAL",
 }
 
 // Register defines the flags on fs, writing into c.
@@ -82,6 +93,10 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.SecureCookies, "secure-cookies", true, "mark session cookies Secure")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "graceful shutdown budget")
+	fs.DurationVar(&c.SpansRetention, "spans-retention", 7*24*time.Hour, "keep sampled spans at least this long (dropped a whole UTC day at a time)")
+	fs.DurationVar(&c.UsageRetention, "usage-retention", 35*24*time.Hour, "keep minute usage and latency rows at least this long (dropped a whole UTC day at a time; hourly and daily rollups are kept)")
+	fs.IntVar(&c.PartitionsAhead, "partitions-ahead", 3, "days of spans/usage/latency partitions made beyond today")
+	fs.DurationVar(&c.LifecycleInterval, "lifecycle-interval", time.Hour, "how often partitions, rollups and retention are done")
 }
 
 // Parse registers the flags on fs, parses args, fills unset flags from
@@ -173,6 +188,19 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("-shutdown-timeout must be positive")
+	}
+	if c.SpansRetention < 24*time.Hour {
+		bad("-spans-retention %v must be at least 24h", c.SpansRetention)
+	}
+	// Nodes read the current month's minute usage for the monthly quota.
+	if c.UsageRetention < 32*24*time.Hour {
+		bad("-usage-retention %v must be at least 32 days (768h): the monthly quota reads the month's minute rows", c.UsageRetention)
+	}
+	if c.PartitionsAhead < 1 || c.PartitionsAhead > 60 {
+		bad("-partitions-ahead %d must be between 1 and 60", c.PartitionsAhead)
+	}
+	if c.LifecycleInterval < time.Minute || c.LifecycleInterval > 6*time.Hour {
+		bad("-lifecycle-interval %v must be between 1m and 6h", c.LifecycleInterval)
 	}
 	return errors.Join(errs...)
 }

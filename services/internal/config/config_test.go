@@ -21,8 +21,23 @@ func TestDefaults(t *testing.T) {
 	}
 	if c.Listen != ":8080" || c.Domain != "mqtt.localhost" || c.MQTTAddr != "127.0.0.1:1883" || c.Issuer != "berth" ||
 		c.KeyRotation != 30*24*time.Hour || c.AuthRateLimit != 20 || !c.SecureCookies ||
-		c.MQTTTLSAddr != "" || c.MQTTWSURL != "" || c.MQTTWSSURL != "" {
+		c.MQTTTLSAddr != "" || c.MQTTWSURL != "" || c.MQTTWSSURL != "" ||
+		c.SpansRetention != 7*24*time.Hour || c.UsageRetention != 35*24*time.Hour || c.PartitionsAhead != 3 ||
+		c.LifecycleInterval != time.Hour {
 		t.Fatalf("defaults %+v", c)
+	}
+}
+
+func TestLifecycleSettings(t *testing.T) {
+	c, err := parse([]string{"-spans-retention", "48h"}, map[string]string{"DATABASE_URL": "postgres://x@h/db",
+		"BERTH_SPANS_RETENTION": "72h", "BERTH_USAGE_RETENTION": "1440h", "BERTH_PARTITIONS_AHEAD": "7",
+		"BERTH_LIFECYCLE_INTERVAL": "30m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SpansRetention != 48*time.Hour || c.UsageRetention != 1440*time.Hour || c.PartitionsAhead != 7 ||
+		c.LifecycleInterval != 30*time.Minute {
+		t.Fatalf("config %+v", c)
 	}
 }
 
@@ -56,6 +71,10 @@ func TestValidate(t *testing.T) {
 		{nil, "database-url"},
 		{[]string{"-database-url", "postgres://x", "-listen", "nope"}, "-listen"},
 		{[]string{"-database-url", "postgres://x", "-mqtt-addr", "nope"}, "-mqtt-addr"},
+		{[]string{"-database-url", "postgres://x", "-spans-retention", "1h"}, "-spans-retention"},
+		{[]string{"-database-url", "postgres://x", "-usage-retention", "168h"}, "-usage-retention"},
+		{[]string{"-database-url", "postgres://x", "-partitions-ahead", "0"}, "-partitions-ahead"},
+		{[]string{"-database-url", "postgres://x", "-lifecycle-interval", "1s"}, "-lifecycle-interval"},
 		{[]string{"-database-url", "postgres://x", "-mqtt-tls-addr", "nope"}, "-mqtt-tls-addr"},
 		{[]string{"-database-url", "postgres://x", "-mqtt-ws-url", "127.0.0.1:8083/mqtt"}, "-mqtt-ws-url"},
 		{[]string{"-database-url", "postgres://x", "-mqtt-ws-url", "wss://h:8084/mqtt"}, "-mqtt-ws-url"},

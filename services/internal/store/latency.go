@@ -25,7 +25,9 @@ type LatencyPoint struct {
 // [k·step, (k+1)·step) that intersects [from, to), Count 0 where nothing
 // was recorded. A percentile is the upper bound of the histogram bucket
 // holding it (at most 1/64 above the true value), clamped to the exact
-// minimum and maximum. step must be a whole number of seconds.
+// minimum and maximum. step must be a whole number of seconds. Past the
+// minute rows' retention it answers from the hourly rollups when step is a
+// whole number of hours (see seriesSource), else Count 0 there.
 func (s *Store) Latency(ctx context.Context, tid, metric string, from, to time.Time, step time.Duration) ([]LatencyPoint, error) {
 	stepSec := int64(step / time.Second)
 	from, to = AlignRange(from, to, step)
@@ -37,11 +39,18 @@ func (s *Store) Latency(ctx context.Context, tid, metric string, from, to time.T
 	}
 	type extent struct{ lo, hi int64 }
 	extents := make([]extent, len(points))
+	// Minute rows from kept_from ($6) on, hourly rollups before when the
+	// step is whole hours (see seriesSource).
+	keptFrom, err := s.seriesKeptFrom(ctx, "latency", step)
+	if err != nil {
+		return nil, classify("latency", err)
+	}
+	src := seriesSource("latency", step, "metric, min_ns, max_ns, bounds, counts", "$3", "$4", "$6")
 	rows, err := s.pool.Query(ctx, `
 		SELECT date_bin($5::bigint * interval '1 second', bucket, 'epoch'::timestamptz) AS t,
 		       min(min_ns), max(max_ns)
-		FROM latency WHERE tenant_id = $1 AND metric = $2 AND bucket >= $3 AND bucket < $4
-		GROUP BY 1`, tid, metric, from, to, stepSec)
+		FROM `+src+` WHERE tenant_id = $1 AND metric = $2
+		GROUP BY 1`, tid, metric, from, to, stepSec, keptFrom)
 	if err != nil {
 		return nil, classify("latency", err)
 	}
@@ -63,9 +72,9 @@ func (s *Store) Latency(ctx context.Context, tid, metric string, from, to time.T
 	// The merged histogram of each step, bucket by bucket, in order.
 	rows, err = s.pool.Query(ctx, `
 		SELECT date_bin($5::bigint * interval '1 second', bucket, 'epoch'::timestamptz) AS t, u.b, sum(u.c)::bigint
-		FROM latency, unnest(bounds, counts) AS u(b, c)
-		WHERE tenant_id = $1 AND metric = $2 AND bucket >= $3 AND bucket < $4
-		GROUP BY 1, 2 ORDER BY 1, 2`, tid, metric, from, to, stepSec)
+		FROM `+src+`, unnest(src.bounds, src.counts) AS u(b, c)
+		WHERE tenant_id = $1 AND metric = $2
+		GROUP BY 1, 2 ORDER BY 1, 2`, tid, metric, from, to, stepSec, keptFrom)
 	if err != nil {
 		return nil, classify("latency", err)
 	}

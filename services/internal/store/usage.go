@@ -26,6 +26,9 @@ type UsagePoint struct {
 // intersects [from, to), zero where nothing was recorded, each point
 // covering its whole bucket (so a series may start before from and end
 // after to). step must be a whole number of seconds.
+// Past the minute rows' retention it answers from the hourly and daily
+// rollups when step is a whole number of hours (see seriesSource), else
+// zero there.
 func (s *Store) Usage(ctx context.Context, tid string, from, to time.Time, step time.Duration) ([]UsagePoint, error) {
 	m, err := s.usageSeries(ctx, usageScope{tenant: tid}, from, to, step)
 	return m[""], err
@@ -110,7 +113,12 @@ func (s *Store) usageSeries(ctx context.Context, sc usageScope, from, to time.Ti
 	}
 	// $1 the tenant, or the account whose tenants to sum; $5 whether to
 	// key rows by tenant.
-	tenants, args := `tenant_id = $1`, []any{sc.tenant, from, to, stepSec, sc.perTenant}
+	// $6 where the minute rows begin, rollups before (see seriesSource).
+	keptFrom, err := s.seriesKeptFrom(ctx, "usage", step)
+	if err != nil {
+		return nil, classify("usage", err)
+	}
+	tenants, args := `tenant_id = $1`, []any{sc.tenant, from, to, stepSec, sc.perTenant, keptFrom}
 	if sc.account != "" {
 		tenants, args[0] = `tenant_id IN (SELECT id FROM tenants WHERE account_id = $1)`, sc.account
 	}
@@ -121,7 +129,8 @@ func (s *Store) usageSeries(ctx context.Context, sc usageScope, from, to time.Ti
 			       date_bin($4::bigint * interval '1 second', bucket, 'epoch'::timestamptz) AS b, bucket,
 			       sum(messages_in) AS mi, sum(messages_out) AS mo, sum(bytes_in) AS bi, sum(bytes_out) AS bo,
 			       sum(connection_seconds) AS cs, sum(stored_bytes) AS sb
-			FROM usage WHERE `+tenants+` AND bucket >= $2 AND bucket < $3
+			FROM `+seriesSource("usage", step, "messages_in, messages_out, bytes_in, bytes_out, connection_seconds, stored_bytes", "$2", "$3", "$6")+`
+			WHERE `+tenants+`
 			GROUP BY 1, 2, 3
 		) per_minute
 		GROUP BY k, b ORDER BY k, b`, args...)
@@ -144,10 +153,13 @@ func (s *Store) usageSeries(ctx context.Context, sc usageScope, from, to time.Ti
 	if err := rows.Err(); err != nil {
 		return nil, classify("usage", err)
 	}
+	if args[5], err = s.seriesKeptFrom(ctx, "usage_drops", step); err != nil {
+		return nil, classify("usage drops", err)
+	}
 	rows, err = s.pool.Query(ctx, `
 		SELECT CASE WHEN $5 THEN tenant_id ELSE '' END AS k,
 		       date_bin($4::bigint * interval '1 second', bucket, 'epoch'::timestamptz) AS b, reason, sum(count)::bigint
-		FROM usage_drops WHERE `+tenants+` AND bucket >= $2 AND bucket < $3
+		FROM `+seriesSource("usage_drops", step, "reason, count", "$2", "$3", "$6")+` WHERE `+tenants+`
 		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, args...)
 	if err != nil {
 		return nil, classify("usage drops", err)
