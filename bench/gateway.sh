@@ -48,5 +48,31 @@ pass=$(printf '%s' "$cred" | sed -n 's/.*"password":"\([^"]*\)".*/\1/p')
 [ -n "$user" ] && [ -n "$pass" ] || die "could not make a credential: $cred"
 
 only='^(ingest-q0-64|ingest-q1-64|latency-1k)$'
+start=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 BENCH_BROKERS=${BENCH_BROKERS:-berth} bench/run.sh -only "$only" \
 	-gateway "$MQTT_ADDR" -gateway-user "$user" -gateway-pass "$pass" "$@"
+
+# What the node itself recorded for every message of the run through the
+# gateway (its latency histograms, GET .../latency), beside the load tool's
+# figures in the table: after one usage flush (10 s), one point per UTC day.
+sleep 12
+end=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+md=$(ls -t bench/results/*.md | head -1)
+{
+	echo
+	echo "## Latency as the node recorded it (through the gateway, every message of this run)"
+	echo
+	echo "\`GET /v1/tenants/{tid}/latency?metric=M&from=$start&to=$end&step=24h\`: the node's histograms, merged by the API. delivery = PUBLISH read → copy written to the subscriber's socket; ack = QoS 1/2 PUBLISH read → PUBACK sent (after the WAL's group commit); connect = CONNECT read → CONNACK sent."
+	echo
+	echo "| metric | day | count | p50 µs | p90 µs | p99 µs | max µs |"
+	echo "| --- | --- | ---: | ---: | ---: | ---: | ---: |"
+	for m in delivery ack connect; do
+		curl -fsS -H "Authorization: Bearer $BERTH_API_KEY" \
+			"$BERTH_API_URL/v1/tenants/$BERTH_TENANT_ID/latency?metric=$m&from=$start&to=$end&step=24h" |
+			tr '{' '\n' | sed -n 's/.*"t":"\([^"]*\)","count":\([0-9]*\),"p50_us":\([^,]*\),"p90_us":\([^,]*\),"p99_us":\([^,]*\),"max_us":\([^,}]*\).*/\1 \2 \3 \4 \5 \6/p' |
+			while read -r t n p50 p90 p99 max; do
+				[ "$n" = 0 ] || printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$m" "${t%%T*}" "$n" "$p50" "$p90" "$p99" "$max"
+			done
+	done
+} >>"$md"
+log "the node's own latency figures are appended to $md"
