@@ -8,6 +8,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgxlisten"
+
+	"berth.dev/broker/internal/shard"
+	"berth.dev/broker/packet"
 )
 
 // revocationChannel announces a revoked credential id (docs/contracts.md).
@@ -27,7 +30,10 @@ func (n *Node) isRevoked(cred string) bool {
 	return ok
 }
 
-// revoke closes every live connection of the credential, in every tenant.
+// revoke closes every live connection of the credential, in every tenant
+// open on this node, and deletes every session the credential owns, live
+// or offline, with its subscriptions and queue (a tenant opened later
+// drops them as it opens: purgeRevoked).
 func (n *Node) revoke(cred string) {
 	n.revoked.mu.Lock()
 	if n.revoked.ids == nil {
@@ -43,6 +49,9 @@ func (n *Node) revoke(cred string) {
 	}
 	n.mu.Unlock()
 	for _, t := range ts {
+		if k := t.sh.EndSessionsOf(cred, packet.ErrNotAuthorized); k > 0 {
+			n.log.Info("ended sessions of a revoked credential", "tenant_id", t.id, "sessions", k)
+		}
 		if k := t.closeCredential(cred); k > 0 {
 			n.log.Info("closed connections of a revoked credential", "tenant_id", t.id, "connections", k)
 		}
@@ -90,6 +99,23 @@ func (h revocationHandler) HandleBacklog(ctx context.Context, _ string, conn *pg
 		h.n.revoke(id)
 	}
 	return nil
+}
+
+// purgeRevoked ends the sessions a freshly opened shard restored for
+// credentials revoked since this node started. n.mu is held, so a
+// revocation either is already in n.revoked or will find the tenant.
+func (n *Node) purgeRevoked(tenantID string, sh *shard.Shard) {
+	n.revoked.mu.Lock()
+	ids := make([]string, 0, len(n.revoked.ids))
+	for id := range n.revoked.ids {
+		ids = append(ids, id)
+	}
+	n.revoked.mu.Unlock()
+	for _, id := range ids {
+		if k := sh.EndSessionsOf(id, packet.ErrNotAuthorized); k > 0 {
+			n.log.Info("ended sessions of a revoked credential", "tenant_id", tenantID, "sessions", k)
+		}
+	}
 }
 
 func (n *Node) liveCredentials() []string {

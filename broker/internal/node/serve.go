@@ -80,8 +80,11 @@ func (n *Node) serve(c net.Conn) {
 	limiter := t.limits.newConn()
 	defer limiter.close()
 	ci := shard.ConnInfo{
-		RemoteAddr:     h.Source.String(),
-		TenantID:       info.TenantID,
+		RemoteAddr: h.Source.String(),
+		TenantID:   info.TenantID,
+		// Sessions belong to the credential that created them: another
+		// credential of the tenant cannot take one over (CONNACK 0x85).
+		CredentialID:   info.CredentialID,
 		Authorizer:     rules,
 		Deadline:       deadline,
 		AllowAnonymous: true, // the gateway authenticated the client

@@ -182,6 +182,7 @@ func (n *Node) openTenant(ctx context.Context, id string) (*tenant, error) {
 		}
 		return nil, fmt.Errorf("node: start shard for %s: %w", id, err)
 	}
+	n.purgeRevoked(id, sh)
 	t := &tenant{id: id, sh: sh, store: st, usage: u, traces: sampler, limits: newTenantLimits(q, monthUsed), conns: make(map[string]map[net.Conn]*shard.Traffic), refs: 1}
 	n.tenants[id] = t
 	n.log.Info("tenant shard opened", "tenant_id", id)

@@ -100,6 +100,64 @@ func (s *Shard) Kick(clientID string, discard bool) error {
 	return nil
 }
 
+// EndSessionsOf ends every session owned by the credential cred, live or
+// offline, as a revocation does: a connected one is disconnected with
+// reason (MQTT 5: DISCONNECT reason, 3.1.1: closed) and its session ends
+// with the connection; an offline one ends now. Their subscriptions,
+// queued and inflight messages go, and their records are deleted from the
+// store; a pending will is published as when any session ends
+// [MQTT-3.1.3-9]. It waits (a bounded time) for the connections to finish
+// and returns how many sessions it ended. An empty cred ends nothing.
+func (s *Shard) EndSessionsOf(cred string, reason packet.ReasonCode) int {
+	if cred == "" {
+		return 0
+	}
+	var live []*conn
+	var ended []string
+	var wills []*willMsg
+	s.mu.Lock()
+	for _, sess := range s.sessions {
+		if sess.owner != cred {
+			continue
+		}
+		sess.mu.Lock()
+		c := sess.conn
+		if c != nil {
+			sess.expiry = 0 // the session ends with the connection (detach)
+		}
+		sess.mu.Unlock()
+		if c != nil {
+			live = append(live, c)
+			continue
+		}
+		if w := s.endSessionLocked(sess); w != nil {
+			wills = append(wills, w)
+		}
+		ended = append(ended, sess.clientID)
+	}
+	s.mu.Unlock()
+	for _, id := range ended {
+		s.forget(id)
+	}
+	for _, w := range wills {
+		s.publishWill(w)
+	}
+	for _, c := range live {
+		c.kick(reason)
+	}
+	timeout := time.After(takeoverTimeout)
+	for _, c := range live {
+		select {
+		case <-c.done:
+		case <-timeout:
+		}
+	}
+	if n := len(live) + len(ended); n > 0 {
+		s.opts.Logger.Info("sessions of a revoked credential ended", "sessions", n, "connected", len(live))
+	}
+	return len(live) + len(ended)
+}
+
 // SessionInfo is one session as the admin API shows it.
 type SessionInfo struct {
 	ClientID  string `json:"client_id"`
@@ -118,6 +176,13 @@ type SessionInfo struct {
 	// Dropped counts the messages the session lost, for every reason
 	// (queue full, expiry, quota, retention), since the shard opened.
 	Dropped uint64 `json:"dropped"`
+	// CredentialID is the credential the session belongs to; omitted
+	// when none (standalone, or a record from before owners were kept).
+	CredentialID string `json:"credential_id,omitempty"`
+	// SubscriptionsRevoked counts the subscriptions dropped, since the
+	// shard opened, when the session was resumed with an ACL that no
+	// longer covered them.
+	SubscriptionsRevoked uint64 `json:"subscriptions_revoked"`
 }
 
 // Sessions lists every session, connected or not, sorted by client id.
@@ -133,6 +198,7 @@ func (s *Shard) Sessions() []SessionInfo {
 		info := SessionInfo{ClientID: sess.clientID, Subscriptions: s.tree.Count(sess.id)}
 		sess.mu.Lock()
 		info.ProtocolVersion = sess.version
+		info.CredentialID, info.SubscriptionsRevoked = sess.owner, sess.subsRevoked
 		if c := sess.conn; c != nil {
 			info.Connected, info.RemoteAddr = true, c.info.RemoteAddr
 			at := time.Unix(0, sess.attachedAt).UTC()

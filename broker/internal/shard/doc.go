@@ -112,6 +112,19 @@
 // hands the session the stored messages matching the filter from there to
 // that end; the writer holds live messages back until they are in place.
 //
+// # Sessions belong to a credential
+//
+// A session belongs to the credential that created it (ConnInfo.
+// CredentialID, kept in its store record). attach refuses another
+// credential naming its client id with CONNACK 0x85 (3.1.1: return code 2),
+// clean start or not, before touching the session or its connection; an
+// ownerless session (standalone, or an old record) goes to the first
+// credential that resumes it. A resumed session keeps only the
+// subscriptions ConnInfo.Authorizer still allows (the others are dropped
+// under the shard lock, counted in SessionInfo.SubscriptionsRevoked and
+// Stats.SubscriptionsRevoked, and logged). EndSessionsOf(cred, reason)
+// ends every session of a revoked credential, connected or offline.
+//
 // # Ending connections, re-authentication, live limits
 //
 // End(nc, reason) ends the connection that was handed to ServeConn as nc

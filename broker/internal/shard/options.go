@@ -172,6 +172,12 @@ type ConnInfo struct {
 	RemoteAddr string
 	// TenantID names the tenant in logs.
 	TenantID string
+	// CredentialID is the credential the connection authenticated with
+	// (the gateway's PROXY TLV); empty in standalone mode. A session
+	// belongs to the credential that created it: another credential
+	// naming its client id is refused with CONNACK 0x85 (3.1.1: return
+	// code 2) and the session is left as it is. Empty checks nothing.
+	CredentialID string
 	// Authorizer checks publish and subscribe; nil allows everything.
 	Authorizer Authorizer
 	// Deadline ends the connection (DISCONNECT 0xA0 in MQTT 5) when the

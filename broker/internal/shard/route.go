@@ -14,7 +14,16 @@ const takeoverTimeout = 5 * time.Second
 // connection of the same id [MQTT-3.1.4-3] and discarding the old session
 // when clean is set [MQTT-3.1.2-4]. present reports a resumed session
 // [MQTT-3.2.2-2] [MQTT-3.2.2-3].
+//
+// A session belongs to the credential that created it (session.owner):
+// a connection of another credential is refused with 0x85 Client
+// Identifier not valid (3.1.1: return code 2), clean start or not, and the
+// session and its connection are left alone. A session with no owner (a
+// record from before owners were kept) goes to the first credential that
+// resumes it. A resumed session keeps only the subscriptions the new
+// connection's Authorizer still allows (dropSubsLocked).
 func (s *Shard) attach(c *conn, clean bool, expiry uint32) (sess *session, present bool, err error) {
+	cred := c.info.CredentialID
 	for {
 		s.mu.Lock()
 		if s.closing {
@@ -23,6 +32,11 @@ func (s *Shard) attach(c *conn, clean bool, expiry uint32) (sess *session, prese
 		}
 		sess = s.sessions[c.clientID]
 		if sess != nil {
+			if sess.owner != "" && sess.owner != cred {
+				s.mu.Unlock()
+				c.logger().Info("connection refused: the client id's session belongs to another credential")
+				return nil, false, packet.ErrClientIDNotValid
+			}
 			sess.mu.Lock()
 			old := sess.conn
 			sess.mu.Unlock()
@@ -50,7 +64,13 @@ func (s *Shard) attach(c *conn, clean bool, expiry uint32) (sess *session, prese
 		}
 		c.sess = sess
 		s.conns[c] = true
+		var revoked []string
+		if present && c.info.Authorizer != nil {
+			revoked = s.dropSubsLocked(sess, c.info.Authorizer)
+		}
 		sess.mu.Lock()
+		adopted := sess.owner != cred // new, or an ownerless session resumed
+		sess.owner = cred
 		sess.conn = c
 		sess.attachedAt = time.Now().UnixNano()
 		sess.version = c.version
@@ -71,8 +91,38 @@ func (s *Shard) attach(c *conn, clean bool, expiry uint32) (sess *session, prese
 		if will != nil {
 			s.publishWill(will)
 		}
+		if len(revoked) > 0 {
+			c.logger().Info("subscriptions no longer allowed by the credential dropped on resume",
+				"subscriptions", len(revoked), "filters", revoked)
+		}
+		if present && expiry != 0 && (adopted || len(revoked) > 0) {
+			s.saveSession(sess) // the new owner, the remaining subscriptions
+		}
 		return sess, present, nil
 	}
+}
+
+// dropSubsLocked removes the subscriptions of sess that auth no longer
+// allows (a resumed session whose credential's ACL narrowed), counts them
+// in sess.subsRevoked and returns their filters. s.mu is held, so no
+// message is routed to them meanwhile.
+func (s *Shard) dropSubsLocked(sess *session, auth Authorizer) []string {
+	var dropped []string
+	for _, sub := range s.tree.Subscriptions(sess.id, nil) {
+		if auth.CanSubscribe(sub.Filter.Raw) {
+			continue
+		}
+		if _, err := s.tree.Unsubscribe(sess.id, sub.Filter.Raw); err == nil {
+			dropped = append(dropped, sub.Filter.Raw)
+		}
+	}
+	if len(dropped) > 0 {
+		sess.mu.Lock()
+		sess.subsRevoked += uint64(len(dropped))
+		sess.mu.Unlock()
+		s.stats.subsRevoked.Add(uint64(len(dropped)))
+	}
+	return dropped
 }
 
 // detach unbinds the finished connection c from its session. The will is

@@ -62,6 +62,11 @@ type session struct {
 	id       topic.SubscriberID
 	clientID string
 	online   atomic.Bool // conn != nil, readable without mu (share-group picking)
+	// owner is the credential id the session belongs to (ConnInfo.
+	// CredentialID); empty: none (standalone, or restored from a record
+	// written before owners were kept, until a credential resumes it).
+	// Written with both s.mu and mu held; read with either.
+	owner string
 
 	mu          sync.Mutex
 	conn        *conn
@@ -77,6 +82,9 @@ type session struct {
 	awaitingRel map[uint16]struct{} // inbound QoS 2 ids PUBREC'd, awaiting PUBREL [MQTT-4.3.3-10]
 	fullSince   time.Time           // when the queue first hit its limit; zero if not full
 	dropped     [numDropReasons]uint64
+	// subsRevoked counts the subscriptions dropped on resume because the
+	// resuming connection's ACL no longer covers them.
+	subsRevoked uint64
 	pendingWill *willMsg // will waiting for its delay or the session end
 	// stored are deliveries whose message lives in the message log
 	// (offline persistent sessions, restart, replay); they go out before

@@ -110,6 +110,7 @@ func (s *Shard) load() {
 	err = s.store.Sessions(func(ss *store.Session) bool {
 		sess := s.newSessionLocked(ss.ClientID)
 		sess.expiry = ss.ExpiryInterval
+		sess.owner = ss.Owner
 		sess.cursor = ss.Cursor
 		for _, sub := range ss.Subscriptions {
 			_, _ = s.tree.Subscribe(sess.id, sub.Filter, topic.Options{
@@ -255,7 +256,7 @@ func (s *Shard) saveSession(sess *session) {
 func (s *Shard) sessionRecord(sess *session) *store.Session {
 	subs := s.tree.Subscriptions(sess.id, nil)
 	sess.mu.Lock()
-	rec := &store.Session{ClientID: sess.clientID, ExpiryInterval: sess.expiry, DisconnectedAt: time.Now(), Cursor: sess.cursor}
+	rec := &store.Session{ClientID: sess.clientID, Owner: sess.owner, ExpiryInterval: sess.expiry, DisconnectedAt: time.Now(), Cursor: sess.cursor}
 	sess.mu.Unlock()
 	for _, sub := range subs {
 		rec.Subscriptions = append(rec.Subscriptions, store.Subscription{

@@ -45,7 +45,10 @@ type Stats struct {
 	BytesOut         uint64
 	Dropped          map[string]uint64 // by DropReason name
 	DeadLettersLost  uint64            // dead letters not published: too many waiting
-	Uptime           time.Duration
+	// SubscriptionsRevoked counts subscriptions dropped when a session
+	// was resumed by a connection whose ACL no longer covers them.
+	SubscriptionsRevoked uint64
+	Uptime               time.Duration
 }
 
 // SessionStats is the state of one session.
@@ -76,6 +79,7 @@ type counters struct {
 	bytesIn     atomic.Uint64
 	bytesOut    atomic.Uint64
 	drops       [numDropReasons]atomic.Uint64
+	subsRevoked atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -87,6 +91,8 @@ func (c *counters) snapshot() Stats {
 		BytesIn:          c.bytesIn.Load(),
 		BytesOut:         c.bytesOut.Load(),
 		Dropped:          make(map[string]uint64, numDropReasons),
+
+		SubscriptionsRevoked: c.subsRevoked.Load(),
 	}
 	for r := range c.drops {
 		st.Dropped[DropReason(r).String()] = c.drops[r].Load()

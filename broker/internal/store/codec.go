@@ -163,12 +163,23 @@ func (d *decoder) bytes16() []byte {
 	return d.take(n)
 }
 
-// sessionVersion is the first byte of an encoded Session. Never change.
-const sessionVersion byte = 1
+// The first byte of an encoded Session. Never change: version 1 records
+// have no owner; version 2 records carry the owning credential id after
+// the version byte, the rest as in version 1.
+const (
+	sessionVersion      byte = 1
+	sessionVersionOwner byte = 2
+)
 
-// appendSession encodes s (see doc.go).
+// appendSession encodes s (see doc.go): version 1 when s has no owner, so
+// a standalone broker writes what it always wrote, version 2 otherwise.
 func appendSession(dst []byte, s *Session) []byte {
-	dst = append(dst, sessionVersion)
+	if s.Owner == "" {
+		dst = append(dst, sessionVersion)
+	} else {
+		dst = append(dst, sessionVersionOwner)
+		dst = appendString16(dst, s.Owner)
+	}
 	dst = binary.BigEndian.AppendUint32(dst, s.ExpiryInterval)
 	var disc int64
 	if !s.DisconnectedAt.IsZero() {
@@ -196,10 +207,15 @@ func appendSession(dst []byte, s *Session) []byte {
 // memory.
 func decodeSession(clientID string, b []byte) (*Session, error) {
 	d := decoder{b: b}
-	if v := d.byte(); v != sessionVersion {
+	s := &Session{ClientID: clientID}
+	switch v := d.byte(); v {
+	case sessionVersion:
+	case sessionVersionOwner:
+		s.Owner = string(d.bytes16())
+	default:
 		return nil, fmt.Errorf("%w: session version %d", ErrBadRecord, v)
 	}
-	s := &Session{ClientID: clientID, ExpiryInterval: d.u32()}
+	s.ExpiryInterval = d.u32()
 	if disc := int64(d.u64()); disc != 0 {
 		s.DisconnectedAt = timeFromNanos(disc)
 	}

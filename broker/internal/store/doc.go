@@ -9,8 +9,8 @@
 //
 //	retained:  topic name ─▶ Message (the newest retained PUBLISH;
 //	           an empty payload deletes it [MQTT-3.3.1-6])
-//	sessions:  client id  ─▶ Session (expiry interval, subscriptions,
-//	           message-log cursor)
+//	sessions:  client id  ─▶ Session (owning credential, expiry interval,
+//	           subscriptions, message-log cursor)
 //
 // Values handed to a Store are owned by the store afterwards: callers pass
 // copies and never modify them again. Values handed out by a Store are
@@ -56,6 +56,15 @@
 //	per subscription: filter (2 B len + bytes) | QoS 1 B | flags 1 B
 //	(bit 0 No Local, bit 1 Retain As Published) | retain handling 1 B
 //	| subscription identifier 4 B
+//
+// Version 2 (a session with an owner: the credential id that created it)
+// inserts the owner after the version byte; the rest is as version 1.
+// Version 1 records are still read (no owner) and still written for a
+// session without one (standalone mode).
+//
+//	+-------+-----------------------------+-------------------------------
+//	| ver=2 | owner (2 B len + bytes)     | expiry 4 B | ... as version 1
+//	+-------+-----------------------------+-------------------------------
 //
 // # Durability
 //

@@ -39,6 +39,9 @@ type Subscription struct {
 // Session is the stored part of a persistent session.
 type Session struct {
 	ClientID string
+	// Owner is the credential id that created the session (empty: none,
+	// in standalone mode, or a record written before owners were kept).
+	Owner string
 	// ExpiryInterval is the Session Expiry Interval in seconds;
 	// 0xFFFFFFFF never expires.
 	ExpiryInterval uint32
