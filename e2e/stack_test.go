@@ -26,6 +26,19 @@ func TestSignupToMQTTAcrossGateways(t *testing.T) {
 	}
 	gw0, gw1 := s.Gateways[0].MQTT, s.Gateways[1].MQTT
 
+	// The API (started with a key-encryption key, so its signing keys are
+	// sealed) serves /metrics on its internal listener only.
+	if res, err := http.Get(s.API + "/metrics"); err != nil || res.StatusCode != http.StatusNotFound {
+		t.Fatalf("public /metrics: %v %v, want 404", res, err)
+	} else {
+		res.Body.Close()
+	}
+	if res, err := http.Get("http://" + s.APIMetrics + "/metrics"); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("internal /metrics: %v %v, want 200", res, err)
+	} else {
+		res.Body.Close()
+	}
+
 	sub := mustConnectV5(t, gw1, c, "sub-v5")
 	sub.subscribe(t, "e2e/#")
 

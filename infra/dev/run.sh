@@ -15,6 +15,7 @@ WS_ADDR=${BERTH_WS_LISTEN:-127.0.0.1:8083}
 NODE_MQTT=${BERTH_NODE_MQTT:-127.0.0.1:7883}
 NODE_ADMIN=${BERTH_NODE_ADMIN:-127.0.0.1:7880}
 GW_METRICS=${BERTH_GATEWAY_METRICS:-127.0.0.1:9101}
+API_METRICS=${BERTH_API_METRICS:-127.0.0.1:9102}
 BIN=$BERTH_RUN_DIR/bin
 LOGS=$BERTH_RUN_DIR/logs
 mkdir -p "$BIN" "$LOGS"
@@ -78,10 +79,12 @@ if [ -n "$full" ]; then
 	wait_port "$NODE_MQTT" broker
 fi
 if [ -n "$api" ]; then
-	start api -listen "$API_ADDR" -database-url "$DATABASE_URL" -mqtt-addr "$MQTT_ADDR" \
-		-mqtt-ws-url "ws://$WS_ADDR/mqtt" -log-format text -secure-cookies=false
+	# -dev: this local stack may keep its signing keys unsealed (anywhere
+	# else the API wants -key-encryption-key).
+	start api -dev -listen "$API_ADDR" -metrics-listen "$API_METRICS" -database-url "$DATABASE_URL" \
+		-mqtt-addr "$MQTT_ADDR" -mqtt-ws-url "ws://$WS_ADDR/mqtt" -log-format text -secure-cookies=false
 	wait_port "$API_ADDR" api
-	echo "  api        http://$API_ADDR  (REST at /v1, health at /healthz, metrics at /metrics)"
+	echo "  api        http://$API_ADDR  (REST at /v1, health at /healthz)  metrics http://$API_METRICS/metrics"
 fi
 if [ -n "$full" ] && [ -n "$api" ]; then
 	start gateway -gateway-id dev-gw-1 -listen "$MQTT_ADDR" -listen-ws "$WS_ADDR" -listen-tls "" -listen-wss "" \

@@ -41,6 +41,7 @@ type Stack struct {
 	RedisURL    string
 	RedisPrefix string
 	API         string // base URL, http://host:port
+	APIMetrics  string // the API's internal /metrics listener, host:port
 	APIProc     *Proc
 	Node        *Proc
 	NodeMQTT    string
@@ -49,6 +50,9 @@ type Stack struct {
 
 	ProxySecret string
 	NodeToken   string
+	// KeyEncryptionKey seals the API's signing keys at rest (hex, 32
+	// bytes): the stack runs the API as in production, not with -dev.
+	KeyEncryptionKey string
 
 	// How the node was started, for RestartNode.
 	nodeBin           string
@@ -78,6 +82,8 @@ func New(t testing.TB, bins Binaries, opts Options) *Stack {
 		RedisPrefix: redis.Prefix,
 		ProxySecret: randomHex(32),
 		NodeToken:   randomHex(32),
+
+		KeyEncryptionKey: randomHex(32),
 	}
 	apiAddr := FreeAddr(t)
 	s.API = "http://" + apiAddr
@@ -102,10 +108,11 @@ func New(t testing.TB, bins Binaries, opts Options) *Stack {
 	s.Node = Start(t, "node", s.nodeBin, s.nodeArgs, s.nodeEnv)
 	WaitListening(t, s.Node, s.NodeMQTT, 30*time.Second)
 
+	s.APIMetrics = FreeAddr(t)
 	s.APIProc = Start(t, "api", bins.API, []string{
-		"-listen", apiAddr, "-mqtt-addr", gwAddrs[0], "-mqtt-ws-url", "ws://" + wsAddrs[0] + "/mqtt", "-log-format", "text",
-		"-secure-cookies=false", "-auth-rate-limit", "1000",
-	}, []string{"DATABASE_URL=" + s.DatabaseURL, "BERTH_NODE_TOKEN=" + s.NodeToken})
+		"-listen", apiAddr, "-metrics-listen", s.APIMetrics, "-mqtt-addr", gwAddrs[0], "-mqtt-ws-url", "ws://" + wsAddrs[0] + "/mqtt",
+		"-log-format", "text", "-secure-cookies=false", "-auth-rate-limit", "1000",
+	}, []string{"DATABASE_URL=" + s.DatabaseURL, "BERTH_NODE_TOKEN=" + s.NodeToken, "BERTH_KEY_ENCRYPTION_KEY=" + s.KeyEncryptionKey})
 	WaitListening(t, s.APIProc, apiAddr, 30*time.Second)
 
 	for i := range opts.Gateways {

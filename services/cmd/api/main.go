@@ -4,9 +4,14 @@
 // into the router, and serves until SIGTERM or SIGINT. GET requests outside
 // /v1 get the dashboard embedded by package berth.dev/web (`make web`).
 //
-//	DATABASE_URL=postgres://… go run ./services/cmd/api -listen :8080 \
+//	DATABASE_URL=postgres://… BERTH_KEY_ENCRYPTION_KEY=<32 bytes, hex> \
+//	    go run ./services/cmd/api -listen :8080 \
 //	    -domain mqtt.example.com -mqtt-addr mqtt.example.com:1883 \
-//	    -cors-origin https://dash.example.com
+//	    -cors-origin https://dash.example.com -trusted-proxies 10.0.0.0/8
+//
+// Prometheus /metrics is served on -metrics-listen (127.0.0.1:9102), not on
+// the public listener. Without -key-encryption-key it starts only with -dev
+// (the local dev stack, `make run`).
 //
 // Run with -h for every flag; each has a BERTH_* environment fallback.
 package main
@@ -17,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -78,8 +84,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if kek == nil {
-		log.Warn("no -key-encryption-key: signing keys are stored unencrypted")
+	if kek == nil { // config allows it only with -dev
+		log.Warn("-dev without -key-encryption-key: signing keys are stored unsealed")
 	}
 	keyring, err := credential.NewKeyring(st, kek, log)
 	if err != nil {
@@ -92,13 +98,14 @@ func run() error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	hashes := account.NewHashLimiter(cfg.Argon2Concurrency, account.DefaultHashWait)
 	router, err := httpapi.NewRouter(httpapi.Options{
 		Store:    st,
-		Accounts: account.NewService(st, account.DefaultParams, cfg.SessionTTL, cfg.RefreshTTL),
+		Accounts: account.NewService(st, account.DefaultParams, cfg.SessionTTL, cfg.RefreshTTL, hashes),
 		Keyring:  keyring, Nodes: nodeclient.New(nil, cfg.NodeToken), Logger: log, Registry: reg,
 		Domain: cfg.Domain, MQTTAddr: cfg.MQTTAddr, Issuer: cfg.Issuer, CORSOrigin: cfg.CORSOrigin,
 		MQTTTLSAddr: cfg.MQTTTLSAddr, MQTTWSURL: cfg.MQTTWSURL, MQTTWSSURL: cfg.MQTTWSSURL,
-		AuthRateLimit: cfg.AuthRateLimit, SecureCookies: cfg.SecureCookies,
+		AuthRateLimit: cfg.AuthRateLimit, TrustedProxies: cfg.TrustedProxyPrefixes(), SecureCookies: cfg.SecureCookies,
 		Dashboard: web.Handler(log),
 	})
 	if err != nil {
@@ -124,6 +131,23 @@ func run() error {
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second,
 		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(h, slog.LevelWarn),
 	}
+	// /metrics on its own internal listener, never the public one. It is
+	// shut down last, so a scrape sees the drain.
+	var metrics *http.Server
+	metricsErr := make(chan error, 1)
+	if cfg.MetricsListen != "" {
+		ln, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("metrics listener: %w", err)
+		}
+		metrics = &http.Server{
+			Handler: httpapi.MetricsHandler(reg), ReadHeaderTimeout: 5 * time.Second,
+			ErrorLog: slog.NewLogLogger(h, slog.LevelWarn),
+		}
+		go func() { metricsErr <- metrics.Serve(ln) }()
+		defer metrics.Close() // on an early return; after Shutdown a no-op
+		log.Info("metrics listening", slog.String("addr", ln.Addr().String()))
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	log.Info("listening", slog.String("addr", cfg.Listen))
@@ -131,6 +155,8 @@ func run() error {
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
+	case err := <-metricsErr:
+		return fmt.Errorf("serve metrics: %w", err)
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
@@ -141,6 +167,14 @@ func run() error {
 	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return err
+	}
+	if metrics != nil {
+		if err := metrics.Shutdown(sctx); err != nil {
+			return fmt.Errorf("shutdown metrics: %w", err)
+		}
+		if err := <-metricsErr; !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
 	}
 	return nil
 }

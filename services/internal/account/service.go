@@ -25,15 +25,36 @@ type Service struct {
 	sessionTTL time.Duration
 	refreshTTL time.Duration
 	dummyHash  string
+	hashes     *HashLimiter
 }
 
 // NewService returns a Service issuing sessions that last sessionTTL and
-// can be refreshed for refreshTTL.
-func NewService(st *store.Store, p Params, sessionTTL, refreshTTL time.Duration) *Service {
+// can be refreshed for refreshTTL. Its password hashes run under hashes
+// (nil: DefaultHashConcurrency at once, waiting DefaultHashWait).
+func NewService(st *store.Store, p Params, sessionTTL, refreshTTL time.Duration, hashes *HashLimiter) *Service {
+	if hashes == nil {
+		hashes = NewHashLimiter(DefaultHashConcurrency(), DefaultHashWait)
+	}
 	return &Service{
 		store: st, params: p, sessionTTL: sessionTTL, refreshTTL: refreshTTL,
-		dummyHash: HashPassword("berth-dummy-password", p),
+		dummyHash: HashPassword("berth-dummy-password", p), hashes: hashes,
 	}
+}
+
+// HashPassword returns the argon2id PHC string of password, waiting for a
+// slot of the hash limiter (ErrBusy when none frees in time).
+func (s *Service) HashPassword(ctx context.Context, password string) (string, error) {
+	var h string
+	err := s.hashes.Do(ctx, func() { h = HashPassword(password, s.params) })
+	return h, err
+}
+
+// verifyPassword is VerifyPassword under the hash limiter.
+func (s *Service) verifyPassword(ctx context.Context, encoded, password string) (ok bool, err error) {
+	if lerr := s.hashes.Do(ctx, func() { ok, err = VerifyPassword(encoded, password) }); lerr != nil {
+		return false, lerr
+	}
+	return ok, err
 }
 
 // Params returns the password hashing parameters in use.
@@ -54,13 +75,15 @@ func (s *Service) Login(ctx context.Context, email, password string) (Tokens, er
 	if errors.Is(err, store.ErrNotFound) {
 		// Spend the same time as a real check, so timing does not reveal
 		// which emails have accounts.
-		_, _ = VerifyPassword(s.dummyHash, password)
+		if _, err := s.verifyPassword(ctx, s.dummyHash, password); errors.Is(err, ErrBusy) || errors.Is(err, context.Canceled) {
+			return Tokens{}, err
+		}
 		return Tokens{}, ErrBadCredentials
 	}
 	if err != nil {
 		return Tokens{}, err
 	}
-	ok, err := VerifyPassword(acc.PasswordHash, password)
+	ok, err := s.verifyPassword(ctx, acc.PasswordHash, password)
 	if err != nil {
 		return Tokens{}, err
 	}

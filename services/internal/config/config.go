@@ -8,7 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
+	"runtime"
 	"strings"
 	"time"
 
@@ -27,7 +29,7 @@ type Config struct {
 	Issuer          string
 	NodeToken       string
 	CORSOrigin      string
-	KeyEncryption   string // hex or base64 of 32 bytes; empty stores signing keys unsealed
+	KeyEncryption   string // hex or base64 of 32 bytes; empty (only with Dev) stores signing keys unsealed
 	KeyRotation     time.Duration
 	KeyCheck        time.Duration
 	SessionTTL      time.Duration
@@ -36,6 +38,18 @@ type Config struct {
 	SecureCookies   bool
 	LogFormat       string
 	ShutdownTimeout time.Duration
+	// Dev marks the local dev stack (`make run`): the only place signing
+	// keys may be stored unsealed.
+	Dev bool
+	// MetricsListen is the internal listener of Prometheus /metrics, kept
+	// off the public router; empty disables it.
+	MetricsListen string
+	// TrustedProxies are comma-separated CIDRs (or addresses) of the
+	// operator's reverse proxies: from a peer in one of them the client's
+	// address is taken from X-Forwarded-For (the login limiter keys on it).
+	TrustedProxies string
+	// Argon2Concurrency bounds concurrent argon2id password hashes.
+	Argon2Concurrency int
 	// Data lifecycle (services/internal/lifecycle): how long spans and
 	// minute usage/latency rows are kept, how many days of partitions are
 	// made ahead, how often it runs.
@@ -58,6 +72,10 @@ var env = map[string]string{
 	"node-token":         "BERTH_NODE_TOKEN",
 	"cors-origin":        "BERTH_CORS_ORIGIN",
 	"key-encryption-key": "BERTH_KEY_ENCRYPTION_KEY",
+	"dev":                "BERTH_DEV",
+	"metrics-listen":     "BERTH_METRICS_LISTEN",
+	"trusted-proxies":    "BERTH_TRUSTED_PROXIES",
+	"argon2-concurrency": "BERTH_ARGON2_CONCURRENCY",
 	"key-rotation":       "BERTH_KEY_ROTATION",
 	"key-check":          "BERTH_KEY_CHECK",
 	"session-ttl":        "BERTH_SESSION_TTL",
@@ -84,7 +102,11 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Issuer, "issuer", "berth", "iss claim of credential tokens")
 	fs.StringVar(&c.NodeToken, "node-token", "", "bearer token for the nodes' admin API")
 	fs.StringVar(&c.CORSOrigin, "cors-origin", "", "dashboard origin allowed by CORS (empty: none)")
-	fs.StringVar(&c.KeyEncryption, "key-encryption-key", "", "32-byte key (hex/base64) sealing signing keys at rest")
+	fs.StringVar(&c.KeyEncryption, "key-encryption-key", "", "32-byte key (hex/base64) sealing signing keys at rest; required unless -dev")
+	fs.BoolVar(&c.Dev, "dev", false, "local dev stack: allow signing keys stored unsealed (no -key-encryption-key)")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", "127.0.0.1:9102", "internal listener for Prometheus /metrics (empty: none)")
+	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "comma-separated CIDRs of reverse proxies whose X-Forwarded-For names the client (empty: none)")
+	fs.IntVar(&c.Argon2Concurrency, "argon2-concurrency", max(2, runtime.GOMAXPROCS(0)), "most argon2id password hashes at once (signup, login)")
 	fs.DurationVar(&c.KeyRotation, "key-rotation", 30*24*time.Hour, "rotate the signing key when it is older than this")
 	fs.DurationVar(&c.KeyCheck, "key-check", time.Hour, "how often to check whether the signing key is due")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 15*time.Minute, "dashboard session token lifetime")
@@ -168,8 +190,21 @@ func (c *Config) Validate() error {
 			bad("-cors-origin %q must be an origin like https://dash.example.com", c.CORSOrigin)
 		}
 	}
-	if _, err := credential.ParseKEK(c.KeyEncryption); err != nil {
+	if kek, err := credential.ParseKEK(c.KeyEncryption); err != nil {
 		bad("-key-encryption-key: %v", err)
+	} else if kek == nil && !c.Dev {
+		bad("-key-encryption-key (BERTH_KEY_ENCRYPTION_KEY) is required: signing keys are sealed at rest outside the local dev stack (-dev)")
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			bad("-metrics-listen %q: %v", c.MetricsListen, err)
+		}
+	}
+	if _, err := ParsePrefixes(c.TrustedProxies); err != nil {
+		bad("-trusted-proxies: %v", err)
+	}
+	if c.Argon2Concurrency < 1 {
+		bad("-argon2-concurrency must be at least 1")
 	}
 	if c.KeyRotation < time.Hour {
 		bad("-key-rotation %v must be at least 1h", c.KeyRotation)
@@ -203,6 +238,40 @@ func (c *Config) Validate() error {
 		bad("-lifecycle-interval %v must be between 1m and 6h", c.LifecycleInterval)
 	}
 	return errors.Join(errs...)
+}
+
+// TrustedProxyPrefixes returns the parsed -trusted-proxies (nil when
+// empty or invalid; Validate reports an invalid list).
+func (c Config) TrustedProxyPrefixes() []netip.Prefix {
+	p, _ := ParsePrefixes(c.TrustedProxies)
+	return p
+}
+
+// ParsePrefixes parses comma-separated CIDRs; a bare address is its own
+// single-address prefix.
+func ParsePrefixes(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if !strings.Contains(f, "/") {
+			a, err := netip.ParseAddr(f)
+			if err != nil {
+				return nil, fmt.Errorf("%q is not a CIDR or an address", f)
+			}
+			a = a.Unmap()
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a CIDR or an address", f)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // Redacted returns c with secrets masked, for logging.

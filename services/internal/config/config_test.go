@@ -2,7 +2,9 @@ package config
 
 import (
 	"flag"
+	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -15,9 +17,12 @@ func parse(args []string, env map[string]string) (Config, error) {
 }
 
 func TestDefaults(t *testing.T) {
-	c, err := parse(nil, map[string]string{"DATABASE_URL": "postgres://x@h/db"})
+	c, err := parse([]string{"-dev"}, map[string]string{"DATABASE_URL": "postgres://x@h/db"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !c.Dev || c.MetricsListen != "127.0.0.1:9102" || c.TrustedProxies != "" || c.Argon2Concurrency < 2 {
+		t.Fatalf("defaults %+v", c)
 	}
 	if c.Listen != ":8080" || c.Domain != "mqtt.localhost" || c.MQTTAddr != "127.0.0.1:1883" || c.Issuer != "berth" ||
 		c.KeyRotation != 30*24*time.Hour || c.AuthRateLimit != 20 || !c.SecureCookies ||
@@ -29,7 +34,7 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestLifecycleSettings(t *testing.T) {
-	c, err := parse([]string{"-spans-retention", "48h"}, map[string]string{"DATABASE_URL": "postgres://x@h/db",
+	c, err := parse([]string{"-spans-retention", "48h"}, map[string]string{"DATABASE_URL": "postgres://x@h/db", "BERTH_DEV": "true",
 		"BERTH_SPANS_RETENTION": "72h", "BERTH_USAGE_RETENTION": "1440h", "BERTH_PARTITIONS_AHEAD": "7",
 		"BERTH_LIFECYCLE_INTERVAL": "30m"})
 	if err != nil {
@@ -46,7 +51,8 @@ func TestFlagsBeatEnvironment(t *testing.T) {
 		"DATABASE_URL": "postgres://env@h/db", "BERTH_API_LISTEN": ":9000", "BERTH_NODE_TOKEN": "env-token",
 		"BERTH_CORS_ORIGIN": "https://dash.example.com", "BERTH_KEY_ENCRYPTION_KEY": strings.Repeat("ab", 32),
 		"BERTH_MQTT_TLS_ADDR": "mqtt.example.com:8883", "BERTH_MQTT_WS_URL": "ws://env:8083/mqtt",
-		"BERTH_MQTT_WSS_URL": "wss://mqtt.example.com:8084/mqtt",
+		"BERTH_MQTT_WSS_URL": "wss://mqtt.example.com:8084/mqtt", "BERTH_METRICS_LISTEN": "",
+		"BERTH_TRUSTED_PROXIES": "10.0.0.0/8, 192.168.1.7", "BERTH_ARGON2_CONCURRENCY": "3",
 	}
 	c, err := parse([]string{"-listen", ":7000", "-issuer", "berth-test", "-mqtt-ws-url", "ws://127.0.0.1:8083/mqtt"}, env)
 	if err != nil {
@@ -54,12 +60,40 @@ func TestFlagsBeatEnvironment(t *testing.T) {
 	}
 	if c.Listen != ":7000" || c.DatabaseURL != "postgres://env@h/db" || c.NodeToken != "env-token" || c.Issuer != "berth-test" ||
 		c.CORSOrigin != "https://dash.example.com" || c.MQTTTLSAddr != "mqtt.example.com:8883" ||
-		c.MQTTWSURL != "ws://127.0.0.1:8083/mqtt" || c.MQTTWSSURL != "wss://mqtt.example.com:8084/mqtt" {
+		c.MQTTWSURL != "ws://127.0.0.1:8083/mqtt" || c.MQTTWSSURL != "wss://mqtt.example.com:8084/mqtt" ||
+		c.MetricsListen != "127.0.0.1:9102" || c.Argon2Concurrency != 3 || c.Dev {
 		t.Fatalf("config %+v", c)
+	}
+	if got := fmt.Sprint(c.TrustedProxyPrefixes()); got != "[10.0.0.0/8 192.168.1.7/32]" {
+		t.Fatalf("trusted proxies %s", got)
 	}
 	r := c.Redacted()
 	if r.NodeToken != "REDACTED" || r.KeyEncryption != "REDACTED" {
 		t.Fatalf("redacted %+v", r)
+	}
+}
+
+// TestKeyEncryptionRequired: signing keys are sealed at rest everywhere
+// but the local dev stack; the refusal is one line naming the flag.
+func TestKeyEncryptionRequired(t *testing.T) {
+	_, err := parse(nil, map[string]string{"DATABASE_URL": "postgres://x@h/db"})
+	if err == nil || !strings.Contains(err.Error(), "-key-encryption-key") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("no KEK without -dev: %v, want one line naming -key-encryption-key", err)
+	}
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+	}{
+		{[]string{"-dev"}, nil},
+		{nil, map[string]string{"BERTH_DEV": "1"}},
+		{[]string{"-key-encryption-key", strings.Repeat("ab", 32)}, nil},
+		{nil, map[string]string{"BERTH_KEY_ENCRYPTION_KEY": strings.Repeat("cd", 32)}},
+	} {
+		env := map[string]string{"DATABASE_URL": "postgres://x@h/db"}
+		maps.Copy(env, c.env)
+		if _, err := parse(c.args, env); err != nil {
+			t.Fatalf("%v %v: %v", c.args, c.env, err)
+		}
 	}
 }
 
@@ -84,12 +118,15 @@ func TestValidate(t *testing.T) {
 		{[]string{"-database-url", "postgres://x", "-key-rotation", "1m"}, "-key-rotation"},
 		{[]string{"-database-url", "postgres://x", "-log-format", "xml"}, "-log-format"},
 		{[]string{"-database-url", "postgres://x", "-domain", ".bad"}, "-domain"},
+		{[]string{"-database-url", "postgres://x", "-metrics-listen", "nope"}, "-metrics-listen"},
+		{[]string{"-database-url", "postgres://x", "-trusted-proxies", "10.0.0.0/8,proxy.local"}, "-trusted-proxies"},
+		{[]string{"-database-url", "postgres://x", "-argon2-concurrency", "0"}, "-argon2-concurrency"},
 	} {
-		if _, err := parse(c.args, nil); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := parse(append([]string{"-dev"}, c.args...), nil); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Fatalf("%v: %v, want an error naming %s", c.args, err, c.want)
 		}
 	}
-	if _, err := parse(nil, map[string]string{"DATABASE_URL": "postgres://x", "BERTH_KEY_ROTATION": "soon"}); err == nil {
+	if _, err := parse([]string{"-dev"}, map[string]string{"DATABASE_URL": "postgres://x", "BERTH_KEY_ROTATION": "soon"}); err == nil {
 		t.Fatal("a bad environment value was accepted")
 	}
 }

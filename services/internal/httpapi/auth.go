@@ -52,11 +52,15 @@ func (a *api) signup(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	pwHash, err := a.accounts.HashPassword(r.Context(), req.Password)
+	if err != nil {
+		return err
+	}
 	secret, hash := account.NewSecret(account.PrefixAPIKey)
 	su := &store.Signup{
 		Account: store.Account{
 			ID: store.NewID(store.PrefixAccount), Email: req.Email,
-			PasswordHash: account.HashPassword(req.Password, a.accounts.Params()),
+			PasswordHash: pwHash,
 		},
 		KeyID: store.NewID(store.PrefixAPIKey), KeyName: "signup", KeyHash: hash,
 		Tenant: store.Tenant{ID: store.NewID(store.PrefixTenant), Slug: req.TenantSlug, Plan: free.Name},

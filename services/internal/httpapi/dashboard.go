@@ -24,7 +24,9 @@ func withDashboard(dash http.Handler, notFound http.HandlerFunc) http.HandlerFun
 }
 
 // apiPath reports whether p belongs to the API rather than the dashboard:
-// /v1 and the operational endpoints, and anything below them.
+// /v1 and the operational endpoints, and anything below them. /metrics is
+// served only on the internal listener (MetricsHandler); it stays listed so
+// the public port answers it with a plain 404, not the dashboard.
 func apiPath(p string) bool {
 	p = path.Clean("/" + p)
 	for _, root := range []string{"/v1", "/healthz", "/readyz", "/metrics"} {

@@ -30,6 +30,7 @@ func TestDashboardFallback(t *testing.T) {
 		{"GET", "/v1/", 404, ""},
 		{"HEAD", "/v1/nope", 404, ""},
 		{"GET", "/healthz/x", 404, ""},
+		{"GET", "/metrics", 404, ""}, // served on the internal listener only
 		{"GET", "/metrics/x", 404, ""},
 		{"POST", "/x", 404, ""},
 		{"DELETE", "/some/page", 404, ""},

@@ -61,7 +61,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		t.Fatal(err)
 	}
 	o := httpapi.Options{
-		Store: st, Accounts: account.NewService(st, testParams, 15*time.Minute, 24*time.Hour), Keyring: kr,
+		Store: st, Accounts: account.NewService(st, testParams, 15*time.Minute, 24*time.Hour, nil), Keyring: kr,
 		Nodes: nodeclient.New(nil, nodeToken), Logger: log, Registry: prometheus.NewRegistry(),
 		Domain: "mqtt.test", MQTTAddr: "127.0.0.1:1883", Issuer: "berth", AuthRateLimit: 100000,
 		CORSOrigin: "https://dash.example.com",

@@ -142,6 +142,8 @@ func problemFor(err error) Problem {
 	case errors.Is(err, errInspectorCredential):
 		return p(http.StatusConflict, "inspector-credential", "Inspector credential",
 			"an inspector credential gets short-lived tokens only from POST /v1/tenants/{tid}/inspector-token")
+	case errors.Is(err, account.ErrBusy):
+		return p(http.StatusServiceUnavailable, "busy", "Server busy", "too many password checks in progress; retry after the time in Retry-After")
 	case errors.Is(err, errRateLimited):
 		return p(http.StatusTooManyRequests, "rate-limited", "Too many requests", "retry after the time in Retry-After")
 	case errors.As(err, &nodeDown):
@@ -186,6 +188,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 		log.LogAttrs(r.Context(), slog.LevelError, "request failed", slog.Int("status", pr.Status), slog.Any("err", err))
 	} else {
 		log.LogAttrs(r.Context(), slog.LevelDebug, "request refused", slog.Int("status", pr.Status), slog.Any("err", err))
+	}
+	if errors.Is(err, account.ErrBusy) {
+		w.Header().Set("Retry-After", "1")
 	}
 	if pr.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="berth"`)

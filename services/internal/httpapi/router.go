@@ -6,10 +6,10 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/go-chi/httprate"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -28,7 +28,9 @@ type Options struct {
 	Keyring  *credential.Keyring
 	Nodes    *nodeclient.Client
 	Logger   *slog.Logger
-	// Registry receives the request metrics and is served at /metrics.
+	// Registry receives the request metrics. It is not served here: the
+	// public router answers 404 on /metrics; MetricsHandler serves it on
+	// an internal listener.
 	Registry *prometheus.Registry
 
 	Domain        string // tenant endpoints are <slug>.<Domain>
@@ -38,10 +40,13 @@ type Options struct {
 	MQTTWSSURL    string // the gateway's MQTT over secure WebSocket URL (wss://…); empty: none
 	Issuer        string // iss claim of credential tokens
 	CORSOrigin    string // the dashboard origin; empty disables CORS
-	AuthRateLimit int    // signup/login/refresh requests per minute per IP
-	SecureCookies bool
+	AuthRateLimit int    // signup/login/refresh requests per minute per client address
+	// TrustedProxies are the operator's reverse proxies: from a peer in one
+	// of them the limiter's client address comes from X-Forwarded-For.
+	TrustedProxies []netip.Prefix
+	SecureCookies  bool
 	// Dashboard, when set, answers GET and HEAD requests that no route
-	// matches outside /v1, /healthz, /readyz and /metrics.
+	// matches outside /v1, /healthz, /readyz and /metrics (a 404 here).
 	Dashboard http.Handler
 }
 
@@ -78,17 +83,15 @@ func NewRouter(o Options) (chi.Router, error) {
 
 	r.Get("/healthz", a.healthz)
 	r.Get("/readyz", handler(a.readyz))
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}))
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Get("/openapi.json", a.openapi)
 		r.Get("/.well-known/jwks.json", handler(a.jwks))
 
 		r.Group(func(r chi.Router) {
-			r.Use(middleware.ClientIPFromRemoteAddr)
 			r.Use(httprate.LimitBy(o.AuthRateLimit, time.Minute,
 				func(r *http.Request) (string, error) {
-					return httprate.CanonicalizeIP(middleware.GetClientIP(r.Context())), nil
+					return httprate.CanonicalizeIP(clientAddr(r, o.TrustedProxies)), nil
 				},
 				httprate.WithLimitHandler(func(w http.ResponseWriter, r *http.Request) { writeProblem(w, r, errRateLimited) })))
 			r.Post("/signup", handler(a.signup))
@@ -143,6 +146,14 @@ func NewRouter(o Options) (chi.Router, error) {
 		})
 	})
 	return r, nil
+}
+
+// MetricsHandler serves reg at /metrics, for the API's internal listener
+// (cmd/api -metrics-listen), never the public router.
+func MetricsHandler(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return mux
 }
 
 func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {
