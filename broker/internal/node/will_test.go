@@ -110,28 +110,30 @@ func TestWillsPassTheTenantsAdmission(t *testing.T) {
 		}
 	})
 
-	t.Run("tenant message rate spent: dropped", func(t *testing.T) {
+	t.Run("tenant rate spent: dropped", func(t *testing.T) {
 		code, conn := n.connectWill(t, device, "rate", "will/rate", []byte("gone:rate"), false)
 		if code != packet.CodeSuccess {
 			t.Fatalf("CONNACK %v", code)
 		}
 		pub := n.mqtt5(t, cred{"ten_a", "crd_pub", allowAll, 0}, "pub", nil)
-		// A tenant rate of 1 message/s, announced until it is in force: a
-		// publisher then spends the second's one message and is refused.
+		// A tenant byte rate of 1 byte/s, announced until it is in force (a
+		// publisher is refused). The bucket never holds more than a
+		// second's bytes, so the 9-byte will can never pass it, however
+		// late the node gets to publish it: no race with the refill.
 		ctx := context.Background()
 		deadline := time.Now().Add(10 * time.Second)
 		for refused := false; !refused; {
 			if time.Now().After(deadline) {
 				t.Fatal("the tenant rate quota never applied")
 			}
-			if _, err := n.pool.Exec(ctx, `UPDATE quotas SET max_msgs_per_sec = 1 WHERE tenant_id = 'ten_a'`); err != nil {
+			if _, err := n.pool.Exec(ctx, `UPDATE quotas SET max_bytes_per_sec = 1 WHERE tenant_id = 'ten_a'`); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := n.pool.Exec(ctx, `SELECT pg_notify('berth_quotas', 'ten_a')`); err != nil {
 				t.Fatal(err)
 			}
 			for range 5 {
-				if rc, err := publishQoS1(t, pub, "dev/x", []byte("x"), false); err != nil {
+				if rc, err := publishQoS1(t, pub, "dev/x", []byte("xx"), false); err != nil {
 					t.Fatal(err)
 				} else if rc == byte(packet.ErrQuotaExceeded) {
 					refused = true
@@ -140,7 +142,7 @@ func TestWillsPassTheTenantsAdmission(t *testing.T) {
 			}
 		}
 		before := drops()
-		conn.Close() // well within the second: the tenant's bucket is empty
+		conn.Close()
 		dropped(t, "rate", before)
 	})
 }

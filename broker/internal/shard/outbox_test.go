@@ -17,6 +17,8 @@ func TestInlineWrite(t *testing.T) {
 	sub := v5Client(t, b, "sub")
 	sub.subscribe(1, packet.Properties{}, packet.Subscription{Filter: []byte("t")})
 
+	waitWriterIdle(t, b.shard, "sub") // the SUBACK's write may still hold it
+
 	var out outbox
 	var mt topic.Matches
 	m := newSimpleMessage("t", []byte("inline"), 0, false, time.Now())
@@ -44,6 +46,36 @@ func TestInlineWrite(t *testing.T) {
 		if p := sub.publish(); string(p.Payload) != "inline" {
 			t.Fatalf("got %q", p.Payload)
 		}
+	}
+}
+
+// waitWriterIdle waits until the connection of clientID has no write in
+// progress or pending: a client can read a packet (the SUBACK) before the
+// writer that wrote it has let go of its connection.
+func waitWriterIdle(t *testing.T, s *Shard, clientID string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.RLock()
+		sess := s.sessions[clientID]
+		s.mu.RUnlock()
+		var c *conn
+		if sess != nil {
+			sess.mu.Lock()
+			c = sess.conn
+			sess.mu.Unlock()
+		}
+		if c != nil && c.w.mu.TryLock() {
+			idle := !c.w.pending && (c.w.b == nil || len(c.w.b.ready) == 0)
+			c.w.mu.Unlock()
+			if idle {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the writer of %s is still busy after 5 s", clientID)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
