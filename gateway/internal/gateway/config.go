@@ -65,7 +65,7 @@ func DefaultConfig() Config {
 		ListenTLS:             ":8883",
 		ListenWS:              ":8083",
 		ListenWSS:             ":8084",
-		MetricsListen:         ":9101",
+		MetricsListen:         "127.0.0.1:9101", // internal: not on the devices' interfaces
 		Issuer:                "berth",
 		RedisPrefix:           "berth:",
 		GatewayID:             fmt.Sprintf("%s-%d", host, os.Getpid()),
@@ -92,7 +92,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ListenTLS, "listen-tls", c.ListenTLS, "MQTT over TLS address (needs -tls-cert and -tls-key)")
 	fs.StringVar(&c.ListenWS, "listen-ws", c.ListenWS, "MQTT over WebSocket address, path /mqtt (empty disables)")
 	fs.StringVar(&c.ListenWSS, "listen-wss", c.ListenWSS, "MQTT over secure WebSocket address, path /mqtt (needs -tls-cert and -tls-key; empty disables)")
-	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "Prometheus /metrics address (empty disables)")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "Prometheus /metrics address, internal by default (empty disables)")
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "TLS certificate file (PEM); reloaded when it changes")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "TLS key file (PEM)")
 	fs.DurationVar(&c.TLSReloadCheck, "tls-reload-check", c.TLSReloadCheck, "how often to look for a new certificate on disk")

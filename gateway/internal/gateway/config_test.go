@@ -42,6 +42,7 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 		{"default wss address", cfg.ListenWSS, ":8084"},
 		{"OTLP endpoint from OTEL_EXPORTER_OTLP_ENDPOINT", cfg.OTLPEndpoint, "http://collector:4318"},
 		{"default trace sample", cfg.TraceSample, 0.01},
+		{"metrics internal by default", cfg.MetricsListen, "127.0.0.1:9101"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
