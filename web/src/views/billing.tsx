@@ -3,6 +3,7 @@ import { useQuery } from '../hooks/useQuery';
 import { quotaFields } from '../lib/quotas';
 import { useTenant } from '../session';
 import { Loaded } from '../ui/states';
+import { Table } from '../ui/table';
 
 /**
  * The tenant's plan and its bounds. Prices, the period's estimate and
@@ -28,26 +29,15 @@ export function Billing() {
                 <p class="muted small">Invoices and this period's estimate appear here once billing is enabled for your account. No charge has been made.</p>
               </div>
               <h2>What the plan allows</h2>
-              <div class="table-wrap">
-                <table>
-                  <thead>
-                    <tr>
-                      <th scope="col">Quota</th>
-                      <th scope="col" class="num">Your setting</th>
-                      <th scope="col" class="num">Plan bound</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {quotaFields.map((f) => (
-                      <tr key={f.key}>
-                        <td>{f.label}</td>
-                        <td class="num">{f.fmt(cur[f.key] ?? 0)}</td>
-                        <td class="num">{max[f.key] ? f.fmt(max[f.key]) : 'no bound'}</td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
+              <Table columns={['Quota', { label: 'Your setting', num: true }, { label: 'Plan bound', num: true }]}>
+                {quotaFields.map((f) => (
+                  <tr key={f.key}>
+                    <td>{f.label}</td>
+                    <td class="num">{f.fmt(cur[f.key] ?? 0)}</td>
+                    <td class="num">{max[f.key] ? f.fmt(max[f.key]) : 'no bound'}</td>
+                  </tr>
+                ))}
+              </Table>
             </>
           );
         }}

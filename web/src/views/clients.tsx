@@ -6,6 +6,7 @@ import { useTenant } from '../session';
 import { ConfirmButton } from '../ui/confirm';
 import { ProblemView } from '../ui/problem';
 import { Empty, Loaded } from '../ui/states';
+import { Table } from '../ui/table';
 
 type State = '' | 'connected' | 'offline';
 
@@ -73,53 +74,35 @@ export function Clients() {
               {items.length === 0 ? (
                 <Empty>No session matches. Devices appear here while connected, and afterwards while their persistent session lives.</Empty>
               ) : (
-                <div class="table-wrap">
-                  <table>
-                    <thead>
-                      <tr>
-                        <th scope="col">Client id</th>
-                        <th scope="col">State</th>
-                        <th scope="col">MQTT</th>
-                        <th scope="col">Address</th>
-                        <th scope="col">Connected at</th>
-                        <th scope="col" class="num">Subscriptions</th>
-                        <th scope="col" class="num">Queued</th>
-                        <th scope="col" class="num">In flight</th>
-                        <th scope="col" class="num">Dropped</th>
-                        <th scope="col">Actions</th>
-                      </tr>
-                    </thead>
-                    <tbody>
-                      {items.map((s) => (
-                        <tr key={s.client_id}>
-                          <td>
-                            <code>{s.client_id}</code>
-                          </td>
-                          <td>{s.connected ? <span class="ok">connected</span> : <span class="muted">offline</span>}</td>
-                          <td>{s.protocol_version === 5 ? '5.0' : s.protocol_version === 4 ? '3.1.1' : s.protocol_version === 3 ? '3.1' : '—'}</td>
-                          <td>{s.remote_addr || '—'}</td>
-                          <td>{when(s.connected_at)}</td>
-                          <td class="num">{count(s.subscriptions ?? 0)}</td>
-                          <td class="num">{count(s.queued_messages ?? 0)}</td>
-                          <td class="num">{count(s.inflight ?? 0)}</td>
-                          <td class="num">{s.dropped ? <span class="bad">{count(s.dropped)}</span> : 0}</td>
-                          <td>
-                            <ConfirmButton
-                              label={`Kick ${s.client_id}`}
-                              question={
-                                <>
-                                  Disconnect <code>{s.client_id}</code> now? The device may reconnect.
-                                </>
-                              }
-                              confirm="Kick"
-                              onConfirm={() => kick.run(s.client_id!)}
-                            />
-                          </td>
-                        </tr>
-                      ))}
-                    </tbody>
-                  </table>
-                </div>
+                <Table columns={['Client id', 'State', 'MQTT', 'Address', 'Connected at', { label: 'Subscriptions', num: true }, { label: 'Queued', num: true }, { label: 'In flight', num: true }, { label: 'Dropped', num: true }, 'Actions']}>
+                  {items.map((s) => (
+                    <tr key={s.client_id}>
+                      <td>
+                        <code>{s.client_id}</code>
+                      </td>
+                      <td>{s.connected ? <span class="ok">connected</span> : <span class="muted">offline</span>}</td>
+                      <td>{s.protocol_version === 5 ? '5.0' : s.protocol_version === 4 ? '3.1.1' : s.protocol_version === 3 ? '3.1' : '—'}</td>
+                      <td>{s.remote_addr || '—'}</td>
+                      <td>{when(s.connected_at)}</td>
+                      <td class="num">{count(s.subscriptions ?? 0)}</td>
+                      <td class="num">{count(s.queued_messages ?? 0)}</td>
+                      <td class="num">{count(s.inflight ?? 0)}</td>
+                      <td class="num">{s.dropped ? <span class="bad">{count(s.dropped)}</span> : 0}</td>
+                      <td>
+                        <ConfirmButton
+                          label={`Kick ${s.client_id}`}
+                          question={
+                            <>
+                              Disconnect <code>{s.client_id}</code> now? The device may reconnect.
+                            </>
+                          }
+                          confirm="Kick"
+                          onConfirm={() => kick.run(s.client_id!)}
+                        />
+                      </td>
+                    </tr>
+                  ))}
+                </Table>
               )}
               <div class="row">
                 <button type="button" class="secondary small" disabled={cursors.length === 0} onClick={() => setCursors(cursors.slice(0, -1))}>

@@ -8,6 +8,7 @@ import { useTenant } from '../session';
 import { CopyButton, Snippet } from '../ui/copy';
 import { ProblemView } from '../ui/problem';
 import { Loaded } from '../ui/states';
+import { Table } from '../ui/table';
 import { SignupKeyNotice } from './auth';
 
 type Endpoints = { mqtt?: string | null; mqtts?: string | null; ws?: string | null; wss?: string | null };
@@ -63,29 +64,15 @@ export function Connect() {
       <p class="muted">
         Tenant <strong>{tenant.slug}</strong> ({tenant.id}). Devices send their credential's id as the MQTT username and its token as the password.
       </p>
-      <div class="table-wrap">
-        <table>
-          <caption class="sr-only">Endpoints</caption>
-          <thead>
-            <tr>
-              <th scope="col">Transport</th>
-              <th scope="col">Address</th>
-              <th scope="col">
-                <span class="sr-only">Copy</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {rows.map(([name, addr, scheme]) => (
-              <tr key={name}>
-                <td>{name}</td>
-                <td>{addr ? <code>{scheme + addr}</code> : <span class="muted">not offered by this deployment</span>}</td>
-                <td>{addr ? <CopyButton text={scheme + addr} label={`Copy ${name} address`} /> : null}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+      <Table caption="Endpoints" columns={['Transport', 'Address', { label: 'Copy', srOnly: true }]}>
+        {rows.map(([name, addr, scheme]) => (
+          <tr key={name}>
+            <td>{name}</td>
+            <td>{addr ? <code>{scheme + addr}</code> : <span class="muted">not offered by this deployment</span>}</td>
+            <td>{addr ? <CopyButton text={scheme + addr} label={`Copy ${name} address`} /> : null}</td>
+          </tr>
+        ))}
+      </Table>
 
       <p class="first-message" role="status" aria-live="polite">
         {first.data ? (

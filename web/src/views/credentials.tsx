@@ -9,6 +9,7 @@ import { CopyButton } from '../ui/copy';
 import { FilterListField } from '../ui/filters';
 import { ProblemView } from '../ui/problem';
 import { Empty, Loaded } from '../ui/states';
+import { Table } from '../ui/table';
 
 type Credential = Schemas['Credential'];
 
@@ -45,56 +46,40 @@ export function Credentials() {
           items.length === 0 ? (
             <Empty>No credentials yet. Create one above, then connect a device with it.</Empty>
           ) : (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Name</th>
-                    <th scope="col">Username (id)</th>
-                    <th scope="col">Publish</th>
-                    <th scope="col">Subscribe</th>
-                    <th scope="col">Created</th>
-                    <th scope="col">Expires</th>
-                    <th scope="col">State</th>
-                    <th scope="col">Actions</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {items.map((c) => (
-                    <tr key={c.id}>
-                      <td>{c.name}</td>
-                      <td>
-                        <code>{c.id}</code>
-                      </td>
-                      <td>{(c.acl?.pub ?? []).map((f) => <code key={f}>{f} </code>)}</td>
-                      <td>{(c.acl?.sub ?? []).map((f) => <code key={f}>{f} </code>)}</td>
-                      <td>{when(c.created_at)}</td>
-                      <td>{c.expires_at ? when(c.expires_at) : 'never'}</td>
-                      <td>{c.revoked_at ? <span class="bad">revoked {when(c.revoked_at)}</span> : <span class="ok">active</span>}</td>
-                      <td>
-                        {c.revoked_at ? null : (
-                          <div class="row">
-                            <button type="button" class="secondary small" onClick={() => token.run(c)} disabled={token.pending}>
-                              Issue token
-                            </button>
-                            <ConfirmButton
-                              label={`Revoke ${c.name}`}
-                              question={
-                                <>
-                                  Revoke <strong>{c.name}</strong>? Every device using it is disconnected now and refused from then on. This cannot be undone.
-                                </>
-                              }
-                              confirm="Revoke"
-                              onConfirm={() => revoke.run(c.id!)}
-                            />
-                          </div>
-                        )}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <Table columns={['Name', 'Username (id)', 'Publish', 'Subscribe', 'Created', 'Expires', 'State', 'Actions']}>
+              {items.map((c) => (
+                <tr key={c.id}>
+                  <td>{c.name}</td>
+                  <td>
+                    <code>{c.id}</code>
+                  </td>
+                  <td>{(c.acl?.pub ?? []).map((f) => <code key={f}>{f} </code>)}</td>
+                  <td>{(c.acl?.sub ?? []).map((f) => <code key={f}>{f} </code>)}</td>
+                  <td>{when(c.created_at)}</td>
+                  <td>{c.expires_at ? when(c.expires_at) : 'never'}</td>
+                  <td>{c.revoked_at ? <span class="bad">revoked {when(c.revoked_at)}</span> : <span class="ok">active</span>}</td>
+                  <td>
+                    {c.revoked_at ? null : (
+                      <div class="row">
+                        <button type="button" class="secondary small" onClick={() => token.run(c)} disabled={token.pending}>
+                          Issue token
+                        </button>
+                        <ConfirmButton
+                          label={`Revoke ${c.name}`}
+                          question={
+                            <>
+                              Revoke <strong>{c.name}</strong>? Every device using it is disconnected now and refused from then on. This cannot be undone.
+                            </>
+                          }
+                          confirm="Revoke"
+                          onConfirm={() => revoke.run(c.id!)}
+                        />
+                      </div>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </Table>
           )
         }
       </Loaded>

@@ -40,6 +40,20 @@ const BUSY_RATE = 100;
 const SHOW_BYTES = 64 * 1024;
 
 type QoS = 0 | 1 | 2;
+
+/** The QoS choice of the subscribe and publish forms. */
+function QoSField({ value, onChange }: { value: QoS; onChange: (q: QoS) => void }) {
+  return (
+    <label>
+      QoS
+      <select value={String(value)} onChange={(e) => onChange(Number((e.target as HTMLSelectElement).value) as QoS)}>
+        <option value="0">0</option>
+        <option value="1">1</option>
+        <option value="2">2</option>
+      </select>
+    </label>
+  );
+}
 type Endpoints = { mqtt?: string | null; ws?: string | null; wss?: string | null };
 
 interface Sub {
@@ -289,14 +303,7 @@ function SubscribePanel({
             spellcheck={false}
           />
         </label>
-        <label>
-          QoS
-          <select value={String(qos)} onChange={(e) => setQos(Number((e.target as HTMLSelectElement).value) as QoS)}>
-            <option value="0">0</option>
-            <option value="1">1</option>
-            <option value="2">2</option>
-          </select>
-        </label>
+        <QoSField value={qos} onChange={setQos} />
         <button>Subscribe</button>
         {touched && problem ? (
           <span id="insp-filter-err" class="field-error insp-full">
@@ -400,14 +407,7 @@ function PublishPanel({ conn, state }: { conn: InspectorConnection; state: ConnS
             spellcheck={false}
           />
         </label>
-        <label>
-          QoS
-          <select value={String(qos)} onChange={(e) => setQos(Number((e.target as HTMLSelectElement).value) as QoS)}>
-            <option value="0">0</option>
-            <option value="1">1</option>
-            <option value="2">2</option>
-          </select>
-        </label>
+        <QoSField value={qos} onChange={setQos} />
         {touched && problem ? (
           <span id="insp-topic-err" class="field-error insp-full">
             The topic {problem}.

@@ -8,6 +8,7 @@ import { ConfirmButton } from '../ui/confirm';
 import { CopyButton } from '../ui/copy';
 import { ProblemView } from '../ui/problem';
 import { Empty, Loaded } from '../ui/states';
+import { Table } from '../ui/table';
 
 export function Settings() {
   return (
@@ -88,38 +89,24 @@ function APIKeys() {
           items.length === 0 ? (
             <Empty>No API keys.</Empty>
           ) : (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Name</th>
-                    <th scope="col">Id</th>
-                    <th scope="col">Created</th>
-                    <th scope="col">Last used</th>
-                    <th scope="col">State</th>
-                    <th scope="col">Actions</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {items.map((k) => (
-                    <tr key={k.id}>
-                      <td>{k.name || '—'}</td>
-                      <td>
-                        <code>{k.id}</code>
-                      </td>
-                      <td>{when(k.created_at)}</td>
-                      <td>{when(k.last_used_at)}</td>
-                      <td>{k.revoked_at ? <span class="bad">revoked</span> : <span class="ok">active</span>}</td>
-                      <td>
-                        {k.revoked_at ? null : (
-                          <ConfirmButton label={`Revoke key ${k.name || k.id}`} question={<>Revoke this API key? Scripts using it are refused from now on.</>} confirm="Revoke key" onConfirm={() => revoke.run(k.id!)} />
-                        )}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <Table columns={['Name', 'Id', 'Created', 'Last used', 'State', 'Actions']}>
+              {items.map((k) => (
+                <tr key={k.id}>
+                  <td>{k.name || '—'}</td>
+                  <td>
+                    <code>{k.id}</code>
+                  </td>
+                  <td>{when(k.created_at)}</td>
+                  <td>{when(k.last_used_at)}</td>
+                  <td>{k.revoked_at ? <span class="bad">revoked</span> : <span class="ok">active</span>}</td>
+                  <td>
+                    {k.revoked_at ? null : (
+                      <ConfirmButton label={`Revoke key ${k.name || k.id}`} question={<>Revoke this API key? Scripts using it are refused from now on.</>} confirm="Revoke key" onConfirm={() => revoke.run(k.id!)} />
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </Table>
           )
         }
       </Loaded>

@@ -8,6 +8,7 @@ import { ConfirmButton } from '../ui/confirm';
 import { ProblemView } from '../ui/problem';
 import { Segmented } from '../ui/segmented';
 import { Empty, Loaded } from '../ui/states';
+import { Table } from '../ui/table';
 
 export function Topics() {
   return (
@@ -42,41 +43,27 @@ function Rules() {
           items.length === 0 ? (
             <Empty>No topic rules: the tenant's quotas apply to every topic.</Empty>
           ) : (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Filter</th>
-                    <th scope="col">Retention</th>
-                    <th scope="col">Retained</th>
-                    <th scope="col">Max size</th>
-                    <th scope="col">Created</th>
-                    <th scope="col">Actions</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {items.map((r) => (
-                    <tr key={r.id}>
-                      <td>
-                        <code>{r.filter}</code>
-                      </td>
-                      <td>{r.retention_seconds != null ? `${r.retention_seconds} s` : 'tenant default'}</td>
-                      <td>{r.retained_allowed ? 'allowed' : 'refused'}</td>
-                      <td>{r.max_message_size ? bytes(r.max_message_size) : 'tenant default'}</td>
-                      <td>{when(r.created_at)}</td>
-                      <td>
-                        <div class="row">
-                          <button type="button" class="secondary small" onClick={() => setEditing(r)} aria-label={`Edit rule ${r.filter}`}>
-                            Edit
-                          </button>
-                          <ConfirmButton label={`Delete rule ${r.filter}`} question={<>Delete the rule for <code>{r.filter}</code>?</>} confirm="Delete" onConfirm={() => remove.run(r.id!)} />
-                        </div>
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <Table columns={['Filter', 'Retention', 'Retained', 'Max size', 'Created', 'Actions']}>
+              {items.map((r) => (
+                <tr key={r.id}>
+                  <td>
+                    <code>{r.filter}</code>
+                  </td>
+                  <td>{r.retention_seconds != null ? `${r.retention_seconds} s` : 'tenant default'}</td>
+                  <td>{r.retained_allowed ? 'allowed' : 'refused'}</td>
+                  <td>{r.max_message_size ? bytes(r.max_message_size) : 'tenant default'}</td>
+                  <td>{when(r.created_at)}</td>
+                  <td>
+                    <div class="row">
+                      <button type="button" class="secondary small" onClick={() => setEditing(r)} aria-label={`Edit rule ${r.filter}`}>
+                        Edit
+                      </button>
+                      <ConfirmButton label={`Delete rule ${r.filter}`} question={<>Delete the rule for <code>{r.filter}</code>?</>} confirm="Delete" onConfirm={() => remove.run(r.id!)} />
+                    </div>
+                  </td>
+                </tr>
+              ))}
+            </Table>
           )
         }
       </Loaded>
@@ -167,34 +154,20 @@ function LiveTopics() {
           items.length === 0 ? (
             <Empty>No topic has seen traffic since the tenant's shard opened.</Empty>
           ) : (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Topic</th>
-                    <th scope="col" class="num">Messages/s</th>
-                    <th scope="col" class="num">Bytes/s</th>
-                    <th scope="col" class="num">Messages</th>
-                    <th scope="col" class="num">Bytes</th>
-                    <th scope="col" class="num">Subscribers</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {items.map((t) => (
-                    <tr key={t.topic}>
-                      <td>
-                        <code>{t.topic}</code>
-                      </td>
-                      <td class="num">{count(t.msgs_per_sec ?? 0)}</td>
-                      <td class="num">{bytes(Math.round(t.bytes_per_sec ?? 0))}</td>
-                      <td class="num">{count(t.messages ?? 0)}</td>
-                      <td class="num">{bytes(t.bytes ?? 0)}</td>
-                      <td class="num">{t.subscribers ?? 0}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <Table columns={['Topic', { label: 'Messages/s', num: true }, { label: 'Bytes/s', num: true }, { label: 'Messages', num: true }, { label: 'Bytes', num: true }, { label: 'Subscribers', num: true }]}>
+              {items.map((t) => (
+                <tr key={t.topic}>
+                  <td>
+                    <code>{t.topic}</code>
+                  </td>
+                  <td class="num">{count(t.msgs_per_sec ?? 0)}</td>
+                  <td class="num">{bytes(Math.round(t.bytes_per_sec ?? 0))}</td>
+                  <td class="num">{count(t.messages ?? 0)}</td>
+                  <td class="num">{bytes(t.bytes ?? 0)}</td>
+                  <td class="num">{t.subscribers ?? 0}</td>
+                </tr>
+              ))}
+            </Table>
           )
         }
       </Loaded>
@@ -250,40 +223,27 @@ function RetainedBrowser() {
               No retained message matches <code>{filter}</code>.
             </Empty>
           ) : (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Topic</th>
-                    <th scope="col">QoS</th>
-                    <th scope="col" class="num">Size</th>
-                    <th scope="col">Stored</th>
-                    <th scope="col">Payload</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {items.map((m) => (
-                    <tr key={m.topic}>
-                      <td>
-                        <code>{m.topic}</code>
-                      </td>
-                      <td>{m.qos}</td>
-                      <td class="num">{bytes(m.size ?? 0)}</td>
-                      <td>{when(m.stored_at)}</td>
-                      <td>
-                        {open === m.topic ? (
-                          <pre>{payload(base64ToBytes(m.payload_base64 ?? ''), view)}</pre>
-                        ) : (
-                          <button type="button" class="secondary small" onClick={() => setOpen(m.topic!)}>
-                            View payload
-                          </button>
-                        )}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <Table columns={['Topic', 'QoS', { label: 'Size', num: true }, 'Stored', 'Payload']}>
+              {items.map((m) => (
+                <tr key={m.topic}>
+                  <td>
+                    <code>{m.topic}</code>
+                  </td>
+                  <td>{m.qos}</td>
+                  <td class="num">{bytes(m.size ?? 0)}</td>
+                  <td>{when(m.stored_at)}</td>
+                  <td>
+                    {open === m.topic ? (
+                      <pre>{payload(base64ToBytes(m.payload_base64 ?? ''), view)}</pre>
+                    ) : (
+                      <button type="button" class="secondary small" onClick={() => setOpen(m.topic!)}>
+                        View payload
+                      </button>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </Table>
           )
         }
       </Loaded>

@@ -11,6 +11,7 @@ import { useTenant } from '../session';
 import { Chart } from '../ui/chart';
 import { Segmented } from '../ui/segmented';
 import { Empty, Loaded } from '../ui/states';
+import { Table } from '../ui/table';
 
 const rangeOptions = (Object.keys(ranges) as RangeKey[]).map((k) => ({ key: k, label: k }));
 
@@ -160,38 +161,24 @@ function TraceList() {
                   ) : null}
                 </figure>
               </div>
-              <div class="table-wrap">
-                <table>
-                  <thead>
-                    <tr>
-                      <th scope="col">Started</th>
-                      <th scope="col">Kind</th>
-                      <th scope="col">Client id</th>
-                      <th scope="col" class="num">Duration</th>
-                      <th scope="col" class="num">Spans</th>
-                      <th scope="col">Trace</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {items.slice(0, 200).map((t) => (
-                      <tr key={t.trace_id}>
-                        <td>{when(t.start)}</td>
-                        <td>
-                          {t.root_name} {t.error ? <span class="bad">error</span> : null}
-                        </td>
-                        <td>{t.client_id ? <code>{t.client_id}</code> : '—'}</td>
-                        <td class="num">{durationNs(t.duration_ns ?? 0)}</td>
-                        <td class="num">{t.span_count}</td>
-                        <td>
-                          <a href={tenantPath(tid, 'traces', t.trace_id!)}>
-                            <code>{t.trace_id}</code>
-                          </a>
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
+              <Table columns={['Started', 'Kind', 'Client id', { label: 'Duration', num: true }, { label: 'Spans', num: true }, 'Trace']}>
+                {items.slice(0, 200).map((t) => (
+                  <tr key={t.trace_id}>
+                    <td>{when(t.start)}</td>
+                    <td>
+                      {t.root_name} {t.error ? <span class="bad">error</span> : null}
+                    </td>
+                    <td>{t.client_id ? <code>{t.client_id}</code> : '—'}</td>
+                    <td class="num">{durationNs(t.duration_ns ?? 0)}</td>
+                    <td class="num">{t.span_count}</td>
+                    <td>
+                      <a href={tenantPath(tid, 'traces', t.trace_id!)}>
+                        <code>{t.trace_id}</code>
+                      </a>
+                    </td>
+                  </tr>
+                ))}
+              </Table>
               {items.length > 200 ? <p class="muted small">Showing the newest 200 of {items.length}.</p> : null}
             </>
           );

@@ -11,6 +11,7 @@ import { QuotaBar } from '../ui/meter';
 import { ProblemView } from '../ui/problem';
 import { Segmented } from '../ui/segmented';
 import { Empty, Loaded } from '../ui/states';
+import { Table } from '../ui/table';
 
 const day = 86_400_000;
 type Days = '7' | '30' | '90';
@@ -126,32 +127,19 @@ function ByCredential({ tid, days }: { tid: string; days: number }) {
         rows.length === 0 ? (
           <Empty>No credential has sent or received a message in these days.</Empty>
         ) : (
-          <div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th scope="col">Credential</th>
-                  <th scope="col" class="num">Messages in</th>
-                  <th scope="col" class="num">Messages out</th>
-                  <th scope="col" class="num">Bytes in</th>
-                  <th scope="col" class="num">Bytes out</th>
-                </tr>
-              </thead>
-              <tbody>
-                {rows.map((r) => (
-                  <tr key={r.id}>
-                    <td>
-                      {r.name ?? <span class="muted">deleted</span>} <code>{r.id}</code>
-                    </td>
-                    <td class="num">{count(r.in)}</td>
-                    <td class="num">{count(r.out)}</td>
-                    <td class="num">{bytes(r.bytesIn)}</td>
-                    <td class="num">{bytes(r.bytesOut)}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table columns={['Credential', { label: 'Messages in', num: true }, { label: 'Messages out', num: true }, { label: 'Bytes in', num: true }, { label: 'Bytes out', num: true }]}>
+            {rows.map((r) => (
+              <tr key={r.id}>
+                <td>
+                  {r.name ?? <span class="muted">deleted</span>} <code>{r.id}</code>
+                </td>
+                <td class="num">{count(r.in)}</td>
+                <td class="num">{count(r.out)}</td>
+                <td class="num">{bytes(r.bytesIn)}</td>
+                <td class="num">{bytes(r.bytesOut)}</td>
+              </tr>
+            ))}
+          </Table>
         )
       }
     </Loaded>
