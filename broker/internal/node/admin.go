@@ -86,7 +86,7 @@ func (n *Node) handlePublish(w http.ResponseWriter, r *http.Request, t *tenant) 
 	}
 	// The same admission as a device's PUBLISH (the ACL aside: the API
 	// has checked the caller).
-	l := &httpLimiter{t: t.limits}
+	l := &httpLimiter{tenantAdmission: tenantAdmission{t.limits}}
 	_, err := t.sh.PublishLimited(req.Topic, payload, req.QoS, req.Retain, props, l)
 	switch {
 	case err == nil:

@@ -90,12 +90,32 @@ func (l *tenantLimits) set(q plan.Quotas) {
 // connLimiter is one connection's view: its own per-client buckets plus
 // the tenant's. It implements shard.Limiter.
 type connLimiter struct {
-	t           *tenantLimits
+	tenantAdmission
 	msgs, bytes *quota.Bucket
 	// Refusals in the current one-second window; past abuseThreshold the
 	// connection is disconnected (0x96).
 	window  int64
 	refused int
+}
+
+// tenantAdmission is what a device connection and an HTTP publish admit
+// alike against the tenant: the retained caps, the message size, and a
+// will due after its connection ended (the tenant-wide admission, safe on
+// any goroutine: it touches only the tenant's buckets and atomics).
+type tenantAdmission struct{ t *tenantLimits }
+
+// MaxRetained implements shard.Limiter.
+func (a tenantAdmission) MaxRetained() (int, int64) {
+	return int(a.t.maxRetained.Load()), a.t.maxRetBytes.Load()
+}
+
+// MaxMessageSize implements shard.Limiter.
+func (a tenantAdmission) MaxMessageSize() int64 { return a.t.maxMsgSize.Load() }
+
+// AdmitWill implements shard.Limiter.
+func (a tenantAdmission) AdmitWill(size int) packet.ReasonCode {
+	code, _ := a.t.admitTenant(size)
+	return code
 }
 
 // abuseThreshold is how many refusals within one second count as
@@ -104,9 +124,9 @@ const abuseThreshold = 100
 
 func (t *tenantLimits) newConn() *connLimiter {
 	c := &connLimiter{
-		t:     t,
-		msgs:  quota.NewBucket(float64(t.clientMsgs.Load()), float64(t.clientMsgs.Load())),
-		bytes: quota.NewBucket(float64(t.clientBytes.Load()), float64(t.clientBytes.Load())),
+		tenantAdmission: tenantAdmission{t},
+		msgs:            quota.NewBucket(float64(t.clientMsgs.Load()), float64(t.clientMsgs.Load())),
+		bytes:           quota.NewBucket(float64(t.clientBytes.Load()), float64(t.clientBytes.Load())),
 	}
 	t.clientsMu.Lock()
 	t.clients[c] = struct{}{}
@@ -170,29 +190,13 @@ func (c *connLimiter) refuse(now time.Time) (packet.ReasonCode, time.Duration) {
 // MaxSubscriptions implements shard.Limiter.
 func (c *connLimiter) MaxSubscriptions() int { return int(c.t.maxSubs.Load()) }
 
-// MaxRetained implements shard.Limiter.
-func (c *connLimiter) MaxRetained() (int, int64) {
-	return int(c.t.maxRetained.Load()), c.t.maxRetBytes.Load()
-}
-
-// MaxMessageSize implements shard.Limiter.
-func (c *connLimiter) MaxMessageSize() int64 { return c.t.maxMsgSize.Load() }
-
-// AdmitWill implements shard.Limiter: the tenant-wide admission, as for
-// HTTP publish (the connection, and so its own rate, has ended). Safe on
-// any goroutine: it touches only the tenant's buckets and atomics.
-func (c *connLimiter) AdmitWill(size int) packet.ReasonCode {
-	code, _ := c.t.admitTenant(size)
-	return code
-}
-
 // httpLimiter admits one HTTP publish (POST /publish) as a device's
 // PUBLISH is admitted: size, the monthly messages quota and the
 // tenant-wide rates (the API is no client, so no per-client rate), then
 // the shard's retained caps through MaxRetained. It says why it refused.
 // It implements shard.Limiter.
 type httpLimiter struct {
-	t       *tenantLimits
+	tenantAdmission
 	quota   string // "size", "monthly" or "rate" after a refusal
 	refusal string // the refusal, for the API's problem detail
 }
@@ -237,17 +241,3 @@ func (t *tenantLimits) admitTenant(size int) (code packet.ReasonCode, quota stri
 
 // MaxSubscriptions implements shard.Limiter.
 func (h *httpLimiter) MaxSubscriptions() int { return 0 }
-
-// MaxRetained implements shard.Limiter.
-func (h *httpLimiter) MaxRetained() (int, int64) {
-	return int(h.t.maxRetained.Load()), h.t.maxRetBytes.Load()
-}
-
-// MaxMessageSize implements shard.Limiter.
-func (h *httpLimiter) MaxMessageSize() int64 { return h.t.maxMsgSize.Load() }
-
-// AdmitWill implements shard.Limiter; HTTP publish carries no will.
-func (h *httpLimiter) AdmitWill(size int) packet.ReasonCode {
-	code, _ := h.t.admitTenant(size)
-	return code
-}
