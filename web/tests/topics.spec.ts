@@ -8,10 +8,17 @@ test('topic rules, live topics and retained messages', async ({ page }) => {
   const form = page.getByRole('form', { name: 'New topic rule' });
   await form.getByLabel('Topic filter').fill('sensors/+/temp');
   await form.getByLabel('Retention (seconds)').fill('3600');
+  await form.getByLabel('Max rate (messages/s)').fill('50');
   await form.getByRole('button', { name: 'Add rule' }).click();
   const rule = page.getByRole('row').filter({ hasText: 'sensors/+/temp' });
   await expect(rule).toContainText('3600 s');
   await expect(rule).toContainText('allowed');
+  await expect(rule).toContainText('50 msg/s');
+  // A second rule for the same filter is refused, naming the one that has it.
+  await form.getByLabel('Topic filter').fill('sensors/+/temp');
+  await form.getByRole('button', { name: 'Add rule' }).click();
+  await expect(form.getByText(/filter is already taken by top_/)).toBeVisible();
+  await form.getByLabel('Topic filter').fill('');
 
   const c = await createCredentialViaAPI(page.request, a.tenantId, { pub: ['sensors/#'], sub: [] });
   await mosquittoPub(['-V', 'mqttv5', '-u', c.username, '-P', c.password, '-q', '1', '-r', '-t', 'sensors/a/temp', '-m', '{"celsius":21.5}']);

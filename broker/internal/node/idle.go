@@ -71,6 +71,7 @@ func (n *Node) closeTenant(t *tenant) {
 		}
 	}
 	n.quotas.Forget(t.id) // read afresh on reopen
+	n.rules.Forget(t.id)
 	n.mu.Lock()
 	done := n.closingTenants[t.id]
 	delete(n.closingTenants, t.id)

@@ -27,12 +27,12 @@ func (s *Shard) Publish(topicName string, payload []byte, qos byte, retain bool,
 
 // PublishLimited publishes a message that does not come from an MQTT
 // client (the HTTP publish API) after the admission a device's PUBLISH
-// passes: l's size, rate and monthly quotas (asked as of an MQTT 5
-// client, so never throttled), then the retained quota. topic must be a
-// valid topic name outside $SYS; props are copied. A refusal by l is its
-// reason code as the error (packet.ErrQuotaExceeded,
-// packet.ErrPacketTooLarge, ...); over the retained quota it is
-// ErrRetainedQuota. An accepted message counts one message in, its payload
+// passes: the topic's rule (a refusal is a *RuleRefusal), l's size, rate
+// and monthly quotas (asked as of an MQTT 5 client, so never throttled),
+// then the retained quota. topic must be a valid topic name outside $SYS;
+// props are copied. A refusal by l is its reason code as the error
+// (packet.ErrQuotaExceeded, packet.ErrPacketTooLarge, ...); over the
+// retained quota it is ErrRetainedQuota. An accepted message counts one message in, its payload
 // in bytes in, and in its topic's traffic. It returns the number of
 // sessions the message was handed to.
 func (s *Shard) PublishLimited(topicName string, payload []byte, qos byte, retain bool, props packet.Properties, l Limiter) (int, error) {
@@ -41,6 +41,9 @@ func (s *Shard) PublishLimited(topicName string, payload []byte, qos byte, retai
 	}
 	if qos > 2 {
 		return 0, packet.ErrQoSNotSupported
+	}
+	if err := s.admitRuleHTTP([]byte(topicName), len(payload), retain); err != nil {
+		return 0, err // a *RuleRefusal
 	}
 	if l != nil {
 		if code, _ := l.AdmitPublish(len(payload), packet.Version5); code != packet.CodeSuccess {

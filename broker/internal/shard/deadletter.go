@@ -11,13 +11,13 @@ import (
 // drops for one of its subscribers is published again, within the same
 // shard, to
 //
-//	$berth/dlq/<reason>     reason: queue_full, expired, too_large, quota_exceeded
+//	$berth/dlq/<reason>     reason: queue_full, expired, too_large, quota_exceeded, topic_rate
 //
 // with the original payload and properties (but no Message Expiry) and
 // three user properties appended:
 //
 //	berth-dlq-topic   the topic the message was published to
-//	berth-dlq-client  the client id it was dropped for (the publisher's, for quota_exceeded)
+//	berth-dlq-client  the client id it was dropped for (the publisher's, for quota_exceeded and topic_rate)
 //	berth-dlq-reason  the reason, as in the topic
 //
 // A '#' subscription does not see them ('$' topics, [MQTT-4.7.2-1]); a

@@ -139,7 +139,21 @@
 //	another method: DISCONNECT 0x82 (protocol error) [MQTT-4.12.1-1]
 //
 // SetLimits changes MaxInflight and MaxQueuedBytes of the live shard
-// (atomics; connected clients' windows follow at once).
+// (atomics; connected clients' windows follow at once). SetSessionCaps
+// changes MaxSessions (a new session over it: CONNACK 0x97) and
+// MaxSessionExpiry (offline sessions above a lowered cap are re-armed);
+// see sessioncap.go.
+//
+// # Topic rules (SetTopicRules)
+//
+// The tenant's topic rules (topicrule.Set, swapped live through an atomic
+// pointer) admit every message before the quotas, on every way in: device
+// PUBLISH (size: DISCONNECT 0x95; RETAIN refused: DISCONNECT 0x9A, 3.1.1
+// sent without it; rate: PUBACK 0x97, 3.1.1 throttled), HTTP publish
+// (RuleRefusal), wills (at CONNECT and when due). Their retention is
+// applied where messages are read back from the log (the stored writer,
+// replay). A tenant without rules pays one pointer load per message; see
+// topicrules.go.
 //
 // # Dead letters (Options.DeadLetters)
 //

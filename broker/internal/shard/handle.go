@@ -129,7 +129,7 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 		if tr != nil {
 			checked = time.Now()
 		}
-		code, err = c.admitPublish(name, p)
+		code, drop, err = c.admitPublish(name, p)
 		if tr != nil {
 			tr.traceQuota(checked, code)
 		}
@@ -137,9 +137,9 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 			if tr != nil {
 				tr.endRoot(time.Now(), "refused: "+code.String())
 			}
-			return err // over the size quota, or a sustained rate abuse
+			return err // over a size limit, RETAIN refused, or a sustained rate abuse
 		}
-		allowed, drop = code == packet.CodeSuccess, DropQuotaExceeded
+		allowed = code == packet.CodeSuccess
 	}
 	if allowed && p.Props.Has.Has(packet.PropPayloadFormat) && p.Props.PayloadFormat == 1 && !utf8.Valid(p.Payload) {
 		// [MQTT-3.3.2-4] a payload that says it is UTF-8 and is not: the
@@ -150,7 +150,7 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 		sess.mu.Lock()
 		sess.dropLocked(drop)
 		sess.mu.Unlock()
-		if drop == DropQuotaExceeded && p.QoS > 0 && s.opts.DeadLetters {
+		if (drop == DropQuotaExceeded || drop == DropTopicRate) && p.QoS > 0 && s.opts.DeadLetters {
 			s.deadLetter(drop, newMessage(p, name, time.Now(), sess.id), p.QoS, c.clientID)
 		}
 		if tr != nil {
@@ -399,10 +399,7 @@ func (c *conn) handleDisconnect(p *packet.Disconnect) error {
 		if c.expiry0 && p.Props.SessionExpiry != 0 {
 			return packet.ErrProtocol // [MQTT-3.14.2-2]
 		}
-		exp := p.Props.SessionExpiry
-		if mx := c.shard.opts.MaxSessionExpiry; mx > 0 && exp > mx {
-			exp = mx
-		}
+		exp, _ := c.shard.capExpiry(p.Props.SessionExpiry) // the tenant's cap holds here too
 		c.sess.mu.Lock()
 		c.sess.expiry = exp
 		c.sess.mu.Unlock()

@@ -177,6 +177,9 @@ func (s *Shard) collectReplay(rq *replayReq) ([]storedEntry, error) {
 		if meta.Expires != 0 && now >= meta.Expires {
 			continue // [MQTT-3.3.2-5]
 		}
+		if s.pastRuleRetention(meta.Topic, meta.Created, now) {
+			continue // no longer retained for replay (topicrules.go)
+		}
 		var e storedEntry
 		found := false
 		for _, f := range rq.filters {

@@ -19,10 +19,13 @@ const (
 	DropQuotaExceeded                   // refused by the tenant's quotas (rate, retained, monthly)
 	DropRetention                       // its message-log segment was deleted by the tenant's retention
 	DropPayloadFormat                   // said it was UTF-8 and was not [MQTT-3.3.2-4]
+	DropRetainRefused                   // RETAIN where its topic rule allows none (topicrules.go); 3.1.1: sent on without it
+	DropTopicRate                       // over the rate of its topic rule (topicrules.go)
 	numDropReasons
 )
 
-var dropNames = [numDropReasons]string{"queue_full", "offline", "too_large", "expired", "not_authorized", "session_ended", "quota_exceeded", "retention", "payload_format"}
+var dropNames = [numDropReasons]string{"queue_full", "offline", "too_large", "expired", "not_authorized", "session_ended", "quota_exceeded", "retention", "payload_format",
+	"retain_refused", "topic_rate"}
 
 // String returns the reason as used in stats and $SYS topics.
 func (r DropReason) String() string {

@@ -104,6 +104,11 @@ func (c *conn) fillStoredLocked(bytes int, now int64) int {
 			sess.deadLetterLocked(DropExpired, m, e.qos) // [MQTT-3.3.2-5]
 			continue
 		}
+		if c.shard.pastRuleRetention(m.topic, m.created, now) {
+			loc.Release()
+			sess.dropLocked(DropRetention) // past its topic rule's retention (topicrules.go)
+			continue
+		}
 		dv := delivery{msg: m, qos: e.qos, retain: e.retain}
 		if e.subID != 0 {
 			dv.subIDs[0], dv.nSub = e.subID, 1

@@ -26,6 +26,12 @@ import (
 //     gone by then, so there is no client to throttle or tell, and no
 //     per-client rate applies (as for HTTP publish).
 //
+// The will topic's rule (topicrules.go) applies at both moments, before
+// the quotas: at CONNECT its size (0x95) and RETAIN (MQTT 5: 0x9A; 3.1.1:
+// the will loses RETAIN); when due, as the rule is then, its size and rate
+// (dropped, counted and dead-lettered under too_large or topic_rate) and
+// RETAIN (published without it).
+//
 // A published will counts one message in, for the shard and for the
 // connection's Traffic (its credential); its bytes were counted with the
 // CONNECT that carried it.
@@ -55,6 +61,9 @@ func (c *conn) checkWill(cp *packet.Connect) packet.ReasonCode {
 			return packet.ErrPacketTooLarge
 		}
 	}
+	if code := c.checkWillRule(cp); code != packet.CodeSuccess {
+		return code // the will topic's rule: size, RETAIN (topicrules.go)
+	}
 	if c.version == packet.Version5 && cp.WillProps.Has.Has(packet.PropPayloadFormat) &&
 		cp.WillProps.PayloadFormat == 1 && !utf8.Valid(cp.WillPayload) {
 		return packet.ErrPayloadFormatInvalid // MQTT 5.0 section 3.1.3.2.3: the server may check it
@@ -67,6 +76,12 @@ func (c *conn) checkWill(cp *packet.Connect) packet.ReasonCode {
 func (s *Shard) publishWill(w *willMsg) {
 	m := w.msg
 	s.topics.add(m.topic, len(m.payload))
+	if drop, ok := s.admitWillRule(m); !ok {
+		s.stats.drops[drop].Add(1)
+		s.deadLetter(drop, m, m.qos, w.clientID)
+		s.opts.Logger.Info("will dropped by its topic rule", "client_id", w.clientID, "topic", string(m.topic), "reason", drop.String())
+		return
+	}
 	if l := w.limiter; l != nil {
 		code := l.AdmitWill(len(m.payload))
 		if code == packet.CodeSuccess && m.retain && s.overRetained(l, string(m.topic), len(m.payload)) {

@@ -129,6 +129,10 @@ func (f *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case "over/month":
 			js(429, map[string]string{"error": "the tenant's monthly messages quota (2) is used up until 2026-02-01T00:00:00Z", "quota": "monthly"})
 			return
+		case "no/retain":
+			js(422, map[string]string{"error": "topic rule top_x (no/#) does not allow retained messages (retained_allowed is false); publish without retain",
+				"quota": "topic_rule", "rule": "top_x"})
+			return
 		}
 		js(202, map[string]bool{"accepted": true})
 	default:
@@ -190,6 +194,11 @@ func TestLiveViewsThroughNode(t *testing.T) {
 	want(t, r, http.StatusTooManyRequests)
 	if pr := r.problem(t); !strings.HasSuffix(pr.Type, "/quota-exceeded") || !strings.Contains(pr.Detail, "monthly messages quota") {
 		t.Fatalf("over the monthly quota: %s", r.body)
+	}
+	r = e.do(t, "POST", p+"/publish", u.key, map[string]any{"topic": "no/retain", "payload": "x", "retain": true})
+	want(t, r, http.StatusUnprocessableEntity)
+	if pr := r.problem(t); !strings.HasSuffix(pr.Type, "/retain-not-allowed") || !strings.Contains(pr.Detail, "top_x") {
+		t.Fatalf("retained where a topic rule refuses it: %s", r.body)
 	}
 	for _, bad := range []map[string]any{
 		{"topic": "a/+", "payload": "x"},

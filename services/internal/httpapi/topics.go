@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"berth.dev/billing/plan"
@@ -15,12 +17,13 @@ type topicRuleJSON struct {
 	RetentionSeconds *int64    `json:"retention_seconds"`
 	RetainedAllowed  bool      `json:"retained_allowed"`
 	MaxMessageSize   *int32    `json:"max_message_size"`
+	MaxMsgsPerSec    *int32    `json:"max_msgs_per_sec"`
 	CreatedAt        time.Time `json:"created_at"`
 }
 
 func topicRuleOut(t store.TopicRule) topicRuleJSON {
 	return topicRuleJSON{ID: t.ID, Filter: t.Filter, RetentionSeconds: t.RetentionSeconds,
-		RetainedAllowed: t.RetainedAllowed, MaxMessageSize: t.MaxMessageSize, CreatedAt: t.CreatedAt}
+		RetainedAllowed: t.RetainedAllowed, MaxMessageSize: t.MaxMessageSize, MaxMsgsPerSec: t.MaxMsgsPerSec, CreatedAt: t.CreatedAt}
 }
 
 type createTopicRuleRequest struct {
@@ -28,6 +31,7 @@ type createTopicRuleRequest struct {
 	RetentionSeconds *int64 `json:"retention_seconds"`
 	RetainedAllowed  *bool  `json:"retained_allowed"`
 	MaxMessageSize   *int64 `json:"max_message_size"`
+	MaxMsgsPerSec    *int64 `json:"max_msgs_per_sec"`
 }
 
 func (a *api) listTopicRules(w http.ResponseWriter, r *http.Request) error {
@@ -46,8 +50,9 @@ func (a *api) listTopicRules(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, newList(out, next))
 }
 
-// createTopicRule adds a rule; retention and size are bounded by the
-// tenant's plan (a rule narrows the tenant's quotas, it cannot exceed the plan).
+// createTopicRule adds a rule (docs/topic-rules.md). A rule narrows the
+// tenant's quotas for its topics: its retention is bounded by the tenant's
+// retention_seconds quota, its size and rate by the plan.
 func (a *api) createTopicRule(w http.ResponseWriter, r *http.Request) error {
 	var req createTopicRuleRequest
 	if err := decodeJSON(w, r, &req); err != nil {
@@ -58,7 +63,7 @@ func (a *api) createTopicRule(w http.ResponseWriter, r *http.Request) error {
 	if req.RetainedAllowed != nil {
 		rule.RetainedAllowed = *req.RetainedAllowed
 	}
-	if err := checkTopicRule(t.Plan, &rule, req.MaxMessageSize); err != nil {
+	if err := a.checkTopicRule(r.Context(), t, &rule, true, req.MaxMessageSize, req.MaxMsgsPerSec); err != nil {
 		return err
 	}
 	if err := a.store.CreateTopicRule(r.Context(), &rule); err != nil {
@@ -68,18 +73,30 @@ func (a *api) createTopicRule(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusCreated, topicRuleOut(rule))
 }
 
-// checkTopicRule validates a rule against the MQTT filter rules and the
-// tenant's plan, and sets its maximum message size from maxSize.
-func checkTopicRule(planName string, rule *store.TopicRule, maxSize *int64) error {
-	p, err := plan.Lookup(planName)
+// checkTopicRule validates a rule against the MQTT filter rules, the
+// tenant's retention quota (when the request sets the retention: a quota
+// lowered since leaves the rule valid, the quota then bounding it) and its
+// plan, and sets its maximum message size and rate from maxSize and
+// maxRate.
+func (a *api) checkTopicRule(ctx context.Context, t store.Tenant, rule *store.TopicRule, newRetention bool, maxSize, maxRate *int64) error {
+	p, err := plan.Lookup(t.Plan)
 	if err != nil {
 		return err
 	}
 	var v validator
 	checkTopicFilter(&v, "filter", rule.Filter)
-	if rule.RetentionSeconds != nil {
-		v.check(*rule.RetentionSeconds >= 0 && *rule.RetentionSeconds <= p.Max.RetentionSeconds,
-			"retention_seconds", "must be between 0 and the plan's "+itoa(p.Max.RetentionSeconds))
+	// A rule governs the topics messages are published to; a shared
+	// subscription's group prefix names no topic.
+	v.check(!strings.HasPrefix(rule.Filter, "$share/"), "filter",
+		"must be a topic filter, not a shared subscription: drop the $share/{group}/ prefix")
+	if rule.RetentionSeconds != nil && newRetention {
+		q, _, err := a.store.Quotas(ctx, t.ID)
+		if err != nil {
+			return err
+		}
+		v.check(*rule.RetentionSeconds >= 0 && *rule.RetentionSeconds <= q.RetentionSeconds, "retention_seconds",
+			"must be between 0 and the tenant's retention_seconds quota, "+itoa(q.RetentionSeconds)+
+				" (a rule shortens the retention for its topics; raise the quota first to keep them longer)")
 	}
 	rule.MaxMessageSize = nil
 	if maxSize != nil {
@@ -88,6 +105,15 @@ func checkTopicRule(planName string, rule *store.TopicRule, maxSize *int64) erro
 		if ok {
 			n := int32(*maxSize)
 			rule.MaxMessageSize = &n
+		}
+	}
+	rule.MaxMsgsPerSec = nil
+	if maxRate != nil {
+		ok := *maxRate >= 0 && *maxRate <= p.Max.MaxMsgsPerSec
+		v.check(ok, "max_msgs_per_sec", "must be between 0 (no rate) and the plan's "+itoa(p.Max.MaxMsgsPerSec))
+		if ok {
+			n := int32(*maxRate)
+			rule.MaxMsgsPerSec = &n
 		}
 	}
 	return v.err()
@@ -119,10 +145,12 @@ type updateTopicRuleRequest struct {
 	RetentionSeconds patchField[int64]  `json:"retention_seconds"`
 	RetainedAllowed  patchField[bool]   `json:"retained_allowed"`
 	MaxMessageSize   patchField[int64]  `json:"max_message_size"`
+	MaxMsgsPerSec    patchField[int64]  `json:"max_msgs_per_sec"`
 }
 
-// updateTopicRule changes the fields the body names; null clears retention
-// or size back to the tenant's quota. The same checks as on create apply.
+// updateTopicRule changes the fields the body names; null clears retention,
+// size or rate back to the tenant's quota. The same checks as on create
+// apply.
 func (a *api) updateTopicRule(w http.ResponseWriter, r *http.Request) error {
 	var req updateTopicRuleRequest
 	if err := decodeJSON(w, r, &req); err != nil {
@@ -160,7 +188,15 @@ func (a *api) updateTopicRule(w http.ResponseWriter, r *http.Request) error {
 	if req.MaxMessageSize.Set {
 		maxSize = req.MaxMessageSize.Value
 	}
-	if err := checkTopicRule(t.Plan, &rule, maxSize); err != nil {
+	var maxRate *int64
+	if rule.MaxMsgsPerSec != nil {
+		n := int64(*rule.MaxMsgsPerSec)
+		maxRate = &n
+	}
+	if req.MaxMsgsPerSec.Set {
+		maxRate = req.MaxMsgsPerSec.Value
+	}
+	if err := a.checkTopicRule(r.Context(), t, &rule, req.RetentionSeconds.Set, maxSize, maxRate); err != nil {
 		return err
 	}
 	if err := a.store.UpdateTopicRule(r.Context(), rule); err != nil {

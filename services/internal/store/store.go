@@ -19,6 +19,10 @@ const (
 	ChannelCredentials = "berth_credentials"
 	ChannelQuotas      = "berth_quotas"
 	ChannelPlacement   = "berth_placement"
+	// ChannelTopicRules carries the tenant id when its topic rules change.
+	ChannelTopicRules = "berth_topic_rules"
+	// ChannelTenantsDeleted carries the id of a deleted tenant.
+	ChannelTenantsDeleted = "berth_tenants_deleted"
 )
 
 // Id prefixes (docs/contracts.md).
@@ -42,8 +46,12 @@ var (
 	ErrRevoked = errors.New("store: credential revoked")
 )
 
-// ConflictError names the field whose value is already taken.
-type ConflictError struct{ Field string }
+// ConflictError names the field whose value is already taken and, when
+// known, the id of the row that holds it (HeldBy).
+type ConflictError struct {
+	Field  string
+	HeldBy string
+}
 
 func (e *ConflictError) Error() string { return "store: " + e.Field + " already exists" }
 

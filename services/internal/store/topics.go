@@ -2,13 +2,14 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
 // TopicRule applies to the topics matching Filter; nil fields fall back to
-// the tenant's quotas.
+// the tenant's quotas (MaxMsgsPerSec: no rate of its own).
 type TopicRule struct {
 	ID               string
 	TenantID         string
@@ -16,25 +17,49 @@ type TopicRule struct {
 	RetentionSeconds *int64
 	RetainedAllowed  bool
 	MaxMessageSize   *int32
+	MaxMsgsPerSec    *int32
 	CreatedAt        time.Time
 }
 
-const topicRuleColumns = `id, tenant_id, filter, retention_seconds, retained_allowed, max_message_size, created_at`
+const topicRuleColumns = `id, tenant_id, filter, retention_seconds, retained_allowed, max_message_size, max_msgs_per_sec, created_at`
 
 func scanTopicRule(row pgx.Row) (TopicRule, error) {
 	var r TopicRule
-	err := row.Scan(&r.ID, &r.TenantID, &r.Filter, &r.RetentionSeconds, &r.RetainedAllowed, &r.MaxMessageSize, &r.CreatedAt)
+	err := row.Scan(&r.ID, &r.TenantID, &r.Filter, &r.RetentionSeconds, &r.RetainedAllowed, &r.MaxMessageSize, &r.MaxMsgsPerSec, &r.CreatedAt)
 	return r, err
 }
 
+// Every change to a tenant's topic rules is announced on ChannelTopicRules
+// in its own transaction, so broker nodes apply it live and never see a
+// notification without the change.
+
 // CreateTopicRule stores a rule and fills CreatedAt; a second rule for the
-// same filter is a *ConflictError on "filter".
+// same filter is a *ConflictError on "filter" naming the rule that has it.
 func (s *Store) CreateTopicRule(ctx context.Context, r *TopicRule) error {
-	err := s.pool.QueryRow(ctx,
-		`INSERT INTO topic_rules (id, tenant_id, filter, retention_seconds, retained_allowed, max_message_size)
-		 VALUES ($1, $2, $3, $4, $5, $6) RETURNING created_at`,
-		r.ID, r.TenantID, r.Filter, r.RetentionSeconds, r.RetainedAllowed, r.MaxMessageSize).Scan(&r.CreatedAt)
-	return classify("create topic rule", err)
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx,
+			`INSERT INTO topic_rules (id, tenant_id, filter, retention_seconds, retained_allowed, max_message_size, max_msgs_per_sec)
+			 VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING created_at`,
+			r.ID, r.TenantID, r.Filter, r.RetentionSeconds, r.RetainedAllowed, r.MaxMessageSize, r.MaxMsgsPerSec).Scan(&r.CreatedAt)
+		if err != nil {
+			return err
+		}
+		return notify(ctx, tx, ChannelTopicRules, r.TenantID)
+	})
+	return s.filterConflict(ctx, "create topic rule", err, *r)
+}
+
+// filterConflict classifies err and, for a filter another rule of the
+// tenant already has, names that rule.
+func (s *Store) filterConflict(ctx context.Context, op string, err error, r TopicRule) error {
+	err = classify(op, err)
+	var c *ConflictError
+	if !errors.As(err, &c) || c.Field != "filter" {
+		return err
+	}
+	_ = s.pool.QueryRow(ctx, `SELECT id FROM topic_rules WHERE tenant_id = $1 AND filter = $2 AND id <> $3`,
+		r.TenantID, r.Filter, r.ID).Scan(&c.HeldBy) // gone meanwhile: the conflict stays, unnamed
+	return c
 }
 
 // ListTopicRules pages through a tenant's rules, oldest first.
@@ -57,9 +82,18 @@ func (s *Store) ListTopicRules(ctx context.Context, tid string, p Page) ([]Topic
 
 // DeleteTopicRule deletes one of a tenant's rules.
 func (s *Store) DeleteTopicRule(ctx context.Context, tid, id string) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM topic_rules WHERE id = $1 AND tenant_id = $2`, id, tid)
-	if err == nil && tag.RowsAffected() == 0 {
-		return ErrNotFound
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM topic_rules WHERE id = $1 AND tenant_id = $2`, id, tid)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrNotFound
+		}
+		return notify(ctx, tx, ChannelTopicRules, tid)
+	})
+	if errors.Is(err, ErrNotFound) {
+		return err
 	}
 	return classify("delete topic rule", err)
 }
@@ -72,14 +106,23 @@ func (s *Store) TopicRule(ctx context.Context, tid, id string) (TopicRule, error
 }
 
 // UpdateTopicRule replaces a rule's filter and settings; a filter another
-// rule already has is a *ConflictError on "filter".
+// rule already has is a *ConflictError on "filter" naming that rule.
 func (s *Store) UpdateTopicRule(ctx context.Context, r TopicRule) error {
-	tag, err := s.pool.Exec(ctx,
-		`UPDATE topic_rules SET filter = $3, retention_seconds = $4, retained_allowed = $5, max_message_size = $6
-		 WHERE id = $1 AND tenant_id = $2`,
-		r.ID, r.TenantID, r.Filter, r.RetentionSeconds, r.RetainedAllowed, r.MaxMessageSize)
-	if err == nil && tag.RowsAffected() == 0 {
-		return ErrNotFound
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx,
+			`UPDATE topic_rules SET filter = $3, retention_seconds = $4, retained_allowed = $5, max_message_size = $6, max_msgs_per_sec = $7
+			 WHERE id = $1 AND tenant_id = $2`,
+			r.ID, r.TenantID, r.Filter, r.RetentionSeconds, r.RetainedAllowed, r.MaxMessageSize, r.MaxMsgsPerSec)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrNotFound
+		}
+		return notify(ctx, tx, ChannelTopicRules, r.TenantID)
+	})
+	if errors.Is(err, ErrNotFound) {
+		return err
 	}
-	return classify("update topic rule", err)
+	return s.filterConflict(ctx, "update topic rule", err, r)
 }

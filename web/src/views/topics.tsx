@@ -35,7 +35,7 @@ function Rules() {
   return (
     <>
       <h2>Topic rules</h2>
-      <p class="muted small">A rule narrows the tenant's quotas for the topics its filter matches: how long their messages stay stored, whether they may be retained, and how large they may be.</p>
+      <p class="muted small">A rule narrows the tenant's quotas for the topics its filter matches: how long their messages stay stored, whether they may be retained, how large they may be and how many may arrive each second. Of several matching rules the most specific one applies.</p>
       <RuleForm key={editing?.id ?? 'new'} tid={tid} rule={editing} onDone={() => (setEditing(null), rules.reload())} onCancel={() => setEditing(null)} />
       <ProblemView error={remove.error} />
       <Loaded q={rules} what="Loading topic rules">
@@ -43,7 +43,7 @@ function Rules() {
           items.length === 0 ? (
             <Empty>No topic rules: the tenant's quotas apply to every topic.</Empty>
           ) : (
-            <Table columns={['Filter', 'Retention', 'Retained', 'Max size', 'Created', 'Actions']}>
+            <Table columns={['Filter', 'Retention', 'Retained', 'Max size', 'Max rate', 'Created', 'Actions']}>
               {items.map((r) => (
                 <tr key={r.id}>
                   <td>
@@ -52,6 +52,7 @@ function Rules() {
                   <td>{r.retention_seconds != null ? `${r.retention_seconds} s` : 'tenant default'}</td>
                   <td>{r.retained_allowed ? 'allowed' : 'refused'}</td>
                   <td>{r.max_message_size ? bytes(r.max_message_size) : 'tenant default'}</td>
+                  <td>{r.max_msgs_per_sec ? `${count(r.max_msgs_per_sec)} msg/s` : 'tenant default'}</td>
                   <td>{when(r.created_at)}</td>
                   <td>
                     <div class="row">
@@ -77,6 +78,7 @@ function RuleForm({ tid, rule, onDone, onCancel }: { tid: string; rule: Rule | n
   const [retention, setRetention] = useState(rule?.retention_seconds != null ? String(rule.retention_seconds) : '');
   const [maxSize, setMaxSize] = useState(rule?.max_message_size != null ? String(rule.max_message_size) : '');
   const [retained, setRetained] = useState(rule?.retained_allowed ?? true);
+  const [rate, setRate] = useState(rule?.max_msgs_per_sec != null ? String(rule.max_msgs_per_sec) : '');
   const problem = filter ? topicProblem(filter) : '';
   const save = useAction(async () => {
     const body = {
@@ -84,6 +86,7 @@ function RuleForm({ tid, rule, onDone, onCancel }: { tid: string; rule: Rule | n
       retained_allowed: retained,
       retention_seconds: retention ? Number(retention) : null,
       max_message_size: maxSize ? Number(maxSize) : null,
+      max_msgs_per_sec: rate ? Number(rate) : null,
     };
     if (rule) {
       await must(api.PATCH('/v1/tenants/{tid}/topics/{id}', { params: { path: { tid, id: rule.id! } }, body }));
@@ -91,6 +94,7 @@ function RuleForm({ tid, rule, onDone, onCancel }: { tid: string; rule: Rule | n
       const create: Schemas['CreateTopicRuleRequest'] = { filter, retained_allowed: retained };
       if (body.retention_seconds != null) create.retention_seconds = body.retention_seconds;
       if (body.max_message_size != null) create.max_message_size = body.max_message_size;
+      if (body.max_msgs_per_sec != null) create.max_msgs_per_sec = body.max_msgs_per_sec;
       await must(api.POST('/v1/tenants/{tid}/topics', { params: { path: { tid } }, body: create }));
       setFilter('');
     }
@@ -123,6 +127,10 @@ function RuleForm({ tid, rule, onDone, onCancel }: { tid: string; rule: Rule | n
         <label>
           Max message size (bytes)
           <input type="number" min={1} value={maxSize} onInput={(e) => setMaxSize((e.target as HTMLInputElement).value)} placeholder="tenant default" />
+        </label>
+        <label>
+          Max rate (messages/s)
+          <input type="number" min={1} value={rate} onInput={(e) => setRate((e.target as HTMLInputElement).value)} placeholder="tenant default" />
         </label>
       </div>
       <label class="inline">
