@@ -60,6 +60,12 @@ func quotaValue(t *tenant, column string) int64 {
 	case "max_queued_bytes":
 		_, queued := t.sh.Limits()
 		return int64(queued)
+	case "max_sessions":
+		sessions, _ := t.sh.SessionCaps()
+		return int64(sessions)
+	case "max_session_expiry":
+		_, expiry := t.sh.SessionCaps()
+		return int64(expiry)
 	}
 	panic("unknown quota " + column)
 }

@@ -46,12 +46,23 @@ type connectTerms struct {
 	expiry   uint32 // session expiry, seconds
 }
 
+// maxConnectSize is the largest CONNECT a shard reads whatever its
+// MaxPacketSize: the gateway's default -max-connect-size, room for a
+// token with a long ACL and a will.
+const maxConnectSize = 64 << 10
+
 // readConnect reads, decodes and authenticates the CONNECT; on failure
 // the refusal has been written.
 func (c *conn) readConnect() (_ *packet.Connect, read int64, ok bool) {
 	s := c.shard
 	_ = c.nc.SetReadDeadline(time.Now().Add(s.opts.ConnectTimeout))
-	fh, body, err := c.rd.ReadPacket(s.opts.MaxPacketSize)
+	// The CONNECT is bounded by maxConnectSize, not MaxPacketSize: the
+	// Maximum Packet Size announced in CONNACK bounds what the client
+	// sends after it [MQTT-3.2.2-15], and a node's MaxPacketSize is
+	// the tenant's message size quota, which a CONNECT carrying a
+	// credential's token can exceed without any message in it. A will
+	// over the quota is refused by checkWill with CONNACK 0x95.
+	fh, body, err := c.rd.ReadPacket(max(s.maxPacketSize(), maxConnectSize))
 	if err != nil {
 		return nil, 0, false // nothing, garbage or silence before CONNECT: just close
 	}
@@ -125,10 +136,12 @@ func (c *conn) applyConnect(cp *packet.Connect, o *connectTerms) bool {
 	} else if !cp.CleanStart {
 		o.expiry = neverExpires
 	}
-	if s.opts.MaxSessionExpiry > 0 && o.expiry > s.opts.MaxSessionExpiry {
-		o.expiry = s.opts.MaxSessionExpiry
-		o.capped = v5
-	}
+	// The tenant's cap lowers it (0xFFFFFFFF and 3.1.1's "never" too); an
+	// MQTT 5 CONNACK then carries the granted interval (MQTT 5.0 section
+	// 3.2.2.3.2).
+	var capped bool
+	o.expiry, capped = s.capExpiry(o.expiry)
+	o.capped = capped && v5
 	c.expiry0 = o.expiry == 0
 
 	// The client's limits on what we send it.
@@ -171,7 +184,7 @@ func (c *conn) queueConnack(sess *session, cp *packet.Connect, o *connectTerms, 
 		p.Has.Set(packet.PropReceiveMaximum)
 		p.ReceiveMaximum = s.opts.ReceiveMaximum
 		p.Has.Set(packet.PropMaximumPacketSize)
-		p.MaximumPacketSize = uint32(s.opts.MaxPacketSize)
+		p.MaximumPacketSize = uint32(s.maxPacketSize())
 		p.Has.Set(packet.PropTopicAliasMaximum)
 		p.TopicAliasMaximum = uint16(s.opts.TopicAliasMaximum)
 		p.Has.Set(packet.PropRetainAvailable)

@@ -65,9 +65,15 @@ type Options struct {
 	// zero value is replaced and announced as Server Keep Alive in MQTT 5.
 	// 0 means no cap.
 	MaxKeepAlive uint16
-	// MaxSessionExpiry caps the Session Expiry Interval (seconds). 0 means
-	// no cap.
+	// MaxSessionExpiry caps the Session Expiry Interval (seconds), an MQTT
+	// 3.1.1 clean-session-0 session's included. 0 means no cap.
+	// SetSessionCaps changes it live (sessioncap.go).
 	MaxSessionExpiry uint32
+	// MaxSessions bounds the sessions the shard holds, connected and
+	// offline: a CONNECT that would create one more is refused with
+	// CONNACK 0x97 (3.1.1: 3). 0 means no cap. SetSessionCaps changes it
+	// live (sessioncap.go).
+	MaxSessions int
 	// TopicAliasMaximum is the number of inbound topic aliases a client
 	// may use. Default 64; negative disables aliases.
 	TopicAliasMaximum int

@@ -50,6 +50,12 @@ func (s *Shard) attach(c *conn, clean bool, expiry uint32) (sess *session, prese
 				}
 				continue
 			}
+		} else if err := s.admitSessionLocked(); err != nil {
+			// A new session over the tenant's sessions quota (sessioncap.go);
+			// resuming or taking one over never gets here.
+			s.mu.Unlock()
+			c.logger().Info("connection refused: the tenant's sessions quota is reached", "max_sessions", s.caps.maxSessions.Load())
+			return nil, false, err
 		}
 		var will *willMsg
 		var ended string
@@ -142,6 +148,7 @@ func (s *Shard) detach(c *conn, sendWill bool) {
 	sess.conn = nil
 	sess.online.Store(false)
 	sess.endAllTracesLocked("connection closed before the acknowledgement")
+	sess.expiry, _ = s.capExpiry(sess.expiry) // a cap lowered while it was connected
 	expiry := sess.expiry
 	if sendWill && c.will != nil {
 		if c.willDelay == 0 || expiry == 0 {

@@ -16,6 +16,8 @@ export const quotaFields: { key: string; label: string; fmt: (n: number) => stri
   { key: 'max_inflight', label: 'Messages in flight per client', fmt: count, unit: 'messages' },
   { key: 'max_queued_bytes', label: 'Queued bytes per session', fmt: bytes, unit: 'bytes' },
   { key: 'monthly_messages', label: 'Messages per month', fmt: count, unit: 'messages' },
+  { key: 'max_sessions', label: 'Sessions (connected and offline)', fmt: count, unit: 'sessions' },
+  { key: 'max_session_expiry', label: 'Session expiry (longest)', fmt: (n) => `${count(n)} s`, unit: 'seconds' },
 ];
 
 /** The fields whose value exceeds the plan's bound (a zero bound means no bound). */
