@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/gateway.sh: what the hosted path costs. Starts the whole stack as
 # `make run` does (Postgres, Redis, API, one node, one gateway), moves the
-# demo tenant to the business plan so that its quotas do not throttle the
+# demo tenant to the business plan (the dev stack opens every plan to every
+# account: the API's -open-plans) so that its quotas do not throttle the
 # load, makes a credential for the load tool's topics, and runs
 # bench/run.sh with the standalone broker beside the `gateway` column
 # (client -> gateway -> node, with JWT, ACL, quotas and the message log).

@@ -44,7 +44,9 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Fatalf("/usr/bin/chromium is missing: apt-get install -y chromium")
 	}
 
-	s := stack.New(t, bins, stack.Options{})
+	// The perf spec moves its tenant to business, so the plans are open
+	// to every account here (-open-plans).
+	s := stack.New(t, bins, stack.Options{OpenPlans: "free,pro,business"})
 	checkServesDashboard(t, s.API)
 
 	ctx, cancel := context.WithTimeout(context.Background(), dashboardTimeout)

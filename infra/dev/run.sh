@@ -80,9 +80,13 @@ if [ -n "$full" ]; then
 fi
 if [ -n "$api" ]; then
 	# -dev: this local stack may keep its signing keys unsealed (anywhere
-	# else the API wants -key-encryption-key).
+	# else the API wants -key-encryption-key). -open-plans: it is a dev
+	# stack, so every account may put tenants on every plan (elsewhere
+	# only free is open until billing entitles an account to more);
+	# bench/gateway.sh moves the demo tenant to business.
 	start api -dev -listen "$API_ADDR" -metrics-listen "$API_METRICS" -database-url "$DATABASE_URL" \
-		-mqtt-addr "$MQTT_ADDR" -mqtt-ws-url "ws://$WS_ADDR/mqtt" -log-format text -secure-cookies=false
+		-mqtt-addr "$MQTT_ADDR" -mqtt-ws-url "ws://$WS_ADDR/mqtt" -log-format text -secure-cookies=false \
+		-open-plans free,pro,business
 	wait_port "$API_ADDR" api
 	echo "  api        http://$API_ADDR  (REST at /v1, health at /healthz)  metrics http://$API_METRICS/metrics"
 fi

@@ -127,6 +127,9 @@ function NewTenant({ onCreated }: { onCreated: (t: Tenant) => void }) {
   const [slug, setSlug] = useState('');
   const [plan, setPlan] = useState<'free' | 'pro' | 'business'>('free');
   const create = useAction(async () => must(api.POST('/v1/tenants', { body: { slug, plan } })) as Promise<Tenant>);
+  // The account's entitlement: plans it may not use are shown, not offered.
+  const acc = useQuery(async () => must(api.GET('/v1/account')), []);
+  const entitled = (p: string) => acc.data?.plans.includes(p) ?? p === 'free';
   return (
     <>
       <button type="button" class="secondary small" onClick={() => dlg.current?.showModal()}>
@@ -154,11 +157,14 @@ function NewTenant({ onCreated }: { onCreated: (t: Tenant) => void }) {
           <label>
             Plan
             <select value={plan} onChange={(e) => setPlan((e.target as HTMLSelectElement).value as typeof plan)}>
-              <option value="free">free</option>
-              <option value="pro">pro</option>
-              <option value="business">business</option>
+              {(['free', 'pro', 'business'] as const).map((p) => (
+                <option key={p} value={p} disabled={!entitled(p)}>
+                  {entitled(p) ? p : `${p} (not included in your account)`}
+                </option>
+              ))}
             </select>
           </label>
+          {acc.data && <small class="muted">Your account may have up to {acc.data.tenant_limit} tenants.</small>}
           <ProblemView error={create.error} />
           <div class="row end">
             <button type="button" class="secondary" onClick={() => dlg.current?.close()}>

@@ -146,7 +146,8 @@ test('Inspector keeps rendering at 2,000 messages a second', async ({ page }) =>
   test.setTimeout(90_000);
   const a = await signUpViaUI(page);
   const tid = encodeURIComponent(a.tenantId);
-  // The free plan allows 100 msg/s; business raises the bounds, then the quotas.
+  // The free plan allows 100 msg/s; business raises the bounds, then the quotas. The e2e stack opens
+  // every plan to every account (the API's -open-plans), as billing would for a paying one.
   const plan = await page.request.patch(`/v1/tenants/${tid}`, { data: { plan: 'business' } });
   expect(plan.status(), await plan.text()).toBe(200);
   const quotas = await page.request.put(`/v1/tenants/${tid}/quotas`, {

@@ -7,6 +7,14 @@ test('New tenant creates a tenant and moves the console to it', async ({ page })
   await page.getByRole('button', { name: 'New tenant' }).click();
   const dialog = page.getByRole('dialog', { name: 'New tenant' });
   await expect(dialog).toBeVisible();
+  // It offers the plans the account is entitled to, and only those.
+  const acc = await (await page.request.get('/v1/account')).json();
+  for (const p of ['free', 'pro', 'business']) {
+    const option = dialog.getByRole('combobox', { name: 'Plan' }).getByRole('option', { name: p });
+    if (acc.plans.includes(p)) await expect(option).toBeEnabled();
+    else await expect(option).toBeDisabled();
+  }
+  await expect(dialog.getByText(`up to ${acc.tenant_limit} tenants`)).toBeVisible();
   await dialog.getByLabel('Slug').fill(slug);
   await dialog.getByLabel('Plan').selectOption('free');
   await expectNoSeriousA11yViolations(page);

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -20,6 +21,15 @@ type Options struct {
 	// UsageInterval is the node's -usage-interval; 0 keeps its default
 	// (10 s).
 	UsageInterval time.Duration
+	// OpenPlans is the API's -open-plans, the plans every account is
+	// entitled to (comma-separated); empty keeps its default (free only).
+	OpenPlans string
+	// AccountWriteRate and AccountWriteBurst are the API's
+	// -account-write-rate and -account-write-burst, for tests that make
+	// many writes at once in one account; 0 keeps the defaults (20 a
+	// second, bursts of 40).
+	AccountWriteRate  float64
+	AccountWriteBurst int
 }
 
 // Gateway is one running gateway.
@@ -46,6 +56,7 @@ type Stack struct {
 	Node        *Proc
 	NodeMQTT    string
 	NodeAdmin   string
+	NodeData    string // the node's -data directory
 	Gateways    []*Gateway
 
 	ProxySecret string
@@ -96,10 +107,11 @@ func New(t testing.TB, bins Binaries, opts Options) *Stack {
 	}
 
 	s.nodeBin = bins.Broker
+	s.NodeData = t.TempDir()
 	s.nodeArgs = []string{
 		"-node-id", "node-" + randomHex(4),
 		"-internal-listen", s.NodeMQTT, "-admin-listen", s.NodeAdmin,
-		"-data", t.TempDir(), "-log-format", "text", "-jwks-url", "http://" + apiAddr + "/v1/.well-known/jwks.json",
+		"-data", s.NodeData, "-log-format", "text", "-jwks-url", "http://" + apiAddr + "/v1/.well-known/jwks.json",
 	}
 	if opts.UsageInterval > 0 {
 		s.nodeArgs = append(s.nodeArgs, "-usage-interval", opts.UsageInterval.String())
@@ -109,10 +121,20 @@ func New(t testing.TB, bins Binaries, opts Options) *Stack {
 	WaitListening(t, s.Node, s.NodeMQTT, 30*time.Second)
 
 	s.APIMetrics = FreeAddr(t)
-	s.APIProc = Start(t, "api", bins.API, []string{
+	apiArgs := []string{
 		"-listen", apiAddr, "-metrics-listen", s.APIMetrics, "-mqtt-addr", gwAddrs[0], "-mqtt-ws-url", "ws://" + wsAddrs[0] + "/mqtt",
 		"-log-format", "text", "-secure-cookies=false", "-auth-rate-limit", "1000",
-	}, []string{"DATABASE_URL=" + s.DatabaseURL, "BERTH_NODE_TOKEN=" + s.NodeToken, "BERTH_KEY_ENCRYPTION_KEY=" + s.KeyEncryptionKey})
+	}
+	if opts.OpenPlans != "" {
+		apiArgs = append(apiArgs, "-open-plans", opts.OpenPlans)
+	}
+	if opts.AccountWriteRate > 0 {
+		apiArgs = append(apiArgs, "-account-write-rate", strconv.FormatFloat(opts.AccountWriteRate, 'g', -1, 64))
+	}
+	if opts.AccountWriteBurst > 0 {
+		apiArgs = append(apiArgs, "-account-write-burst", strconv.Itoa(opts.AccountWriteBurst))
+	}
+	s.APIProc = Start(t, "api", bins.API, apiArgs, []string{"DATABASE_URL=" + s.DatabaseURL, "BERTH_NODE_TOKEN=" + s.NodeToken, "BERTH_KEY_ENCRYPTION_KEY=" + s.KeyEncryptionKey})
 	WaitListening(t, s.APIProc, apiAddr, 30*time.Second)
 
 	for i := range opts.Gateways {

@@ -99,6 +99,10 @@ func run() error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	hashes := account.NewHashLimiter(cfg.Argon2Concurrency, account.DefaultHashWait)
+	openPlans, err := cfg.OpenPlanNames()
+	if err != nil {
+		return err
+	}
 	router, err := httpapi.NewRouter(httpapi.Options{
 		Store:    st,
 		Accounts: account.NewService(st, account.DefaultParams, cfg.SessionTTL, cfg.RefreshTTL, hashes),
@@ -106,6 +110,7 @@ func run() error {
 		Domain: cfg.Domain, MQTTAddr: cfg.MQTTAddr, Issuer: cfg.Issuer, CORSOrigin: cfg.CORSOrigin,
 		MQTTTLSAddr: cfg.MQTTTLSAddr, MQTTWSURL: cfg.MQTTWSURL, MQTTWSSURL: cfg.MQTTWSSURL,
 		AuthRateLimit: cfg.AuthRateLimit, TrustedProxies: cfg.TrustedProxyPrefixes(), SecureCookies: cfg.SecureCookies,
+		OpenPlans: openPlans, AccountWriteRate: cfg.AccountWriteRate, AccountWriteBurst: cfg.AccountWriteBurst,
 		Dashboard: web.Handler(log),
 	})
 	if err != nil {

@@ -11,9 +11,11 @@ import (
 	"net/netip"
 	"net/url"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
+	"berth.dev/billing/plan"
 	"berth.dev/services/internal/credential"
 )
 
@@ -50,6 +52,14 @@ type Config struct {
 	TrustedProxies string
 	// Argon2Concurrency bounds concurrent argon2id password hashes.
 	Argon2Concurrency int
+	// OpenPlans are the comma-separated plans every account is entitled
+	// to put its tenants on, until billing entitles accounts one by one;
+	// "free" is always among them.
+	OpenPlans string
+	// AccountWriteRate and AccountWriteBurst are each account's token
+	// bucket for authenticated REST writes: writes a second, bucket size.
+	AccountWriteRate  float64
+	AccountWriteBurst int
 	// Data lifecycle (services/internal/lifecycle): how long spans and
 	// minute usage/latency rows are kept, how many days of partitions are
 	// made ahead, how often it runs.
@@ -61,33 +71,36 @@ type Config struct {
 
 // env names the environment variable behind each flag.
 var env = map[string]string{
-	"listen":             "BERTH_API_LISTEN",
-	"database-url":       "DATABASE_URL",
-	"domain":             "BERTH_DOMAIN",
-	"mqtt-addr":          "BERTH_MQTT_ADDR",
-	"mqtt-tls-addr":      "BERTH_MQTT_TLS_ADDR",
-	"mqtt-ws-url":        "BERTH_MQTT_WS_URL",
-	"mqtt-wss-url":       "BERTH_MQTT_WSS_URL",
-	"issuer":             "BERTH_ISSUER",
-	"node-token":         "BERTH_NODE_TOKEN",
-	"cors-origin":        "BERTH_CORS_ORIGIN",
-	"key-encryption-key": "BERTH_KEY_ENCRYPTION_KEY",
-	"dev":                "BERTH_DEV",
-	"metrics-listen":     "BERTH_METRICS_LISTEN",
-	"trusted-proxies":    "BERTH_TRUSTED_PROXIES",
-	"argon2-concurrency": "BERTH_ARGON2_CONCURRENCY",
-	"key-rotation":       "BERTH_KEY_ROTATION",
-	"key-check":          "BERTH_KEY_CHECK",
-	"session-ttl":        "BERTH_SESSION_TTL",
-	"refresh-ttl":        "BERTH_REFRESH_TTL",
-	"auth-rate-limit":    "BERTH_AUTH_RATE_LIMIT",
-	"secure-cookies":     "BERTH_SECURE_COOKIES",
-	"log-format":         "BERTH_LOG_FORMAT",
-	"shutdown-timeout":   "BERTH_SHUTDOWN_TIMEOUT",
-	"spans-retention":    "BERTH_SPANS_RETENTION",
-	"usage-retention":    "BERTH_USAGE_RETENTION",
-	"partitions-ahead":   "BERTH_PARTITIONS_AHEAD",
-	"lifecycle-interval": "BERTH_LIFECYCLE_INTERVAL",
+	"listen":              "BERTH_API_LISTEN",
+	"database-url":        "DATABASE_URL",
+	"domain":              "BERTH_DOMAIN",
+	"mqtt-addr":           "BERTH_MQTT_ADDR",
+	"mqtt-tls-addr":       "BERTH_MQTT_TLS_ADDR",
+	"mqtt-ws-url":         "BERTH_MQTT_WS_URL",
+	"mqtt-wss-url":        "BERTH_MQTT_WSS_URL",
+	"issuer":              "BERTH_ISSUER",
+	"node-token":          "BERTH_NODE_TOKEN",
+	"cors-origin":         "BERTH_CORS_ORIGIN",
+	"key-encryption-key":  "BERTH_KEY_ENCRYPTION_KEY",
+	"dev":                 "BERTH_DEV",
+	"metrics-listen":      "BERTH_METRICS_LISTEN",
+	"trusted-proxies":     "BERTH_TRUSTED_PROXIES",
+	"argon2-concurrency":  "BERTH_ARGON2_CONCURRENCY",
+	"open-plans":          "BERTH_OPEN_PLANS",
+	"account-write-rate":  "BERTH_ACCOUNT_WRITE_RATE",
+	"account-write-burst": "BERTH_ACCOUNT_WRITE_BURST",
+	"key-rotation":        "BERTH_KEY_ROTATION",
+	"key-check":           "BERTH_KEY_CHECK",
+	"session-ttl":         "BERTH_SESSION_TTL",
+	"refresh-ttl":         "BERTH_REFRESH_TTL",
+	"auth-rate-limit":     "BERTH_AUTH_RATE_LIMIT",
+	"secure-cookies":      "BERTH_SECURE_COOKIES",
+	"log-format":          "BERTH_LOG_FORMAT",
+	"shutdown-timeout":    "BERTH_SHUTDOWN_TIMEOUT",
+	"spans-retention":     "BERTH_SPANS_RETENTION",
+	"usage-retention":     "BERTH_USAGE_RETENTION",
+	"partitions-ahead":    "BERTH_PARTITIONS_AHEAD",
+	"lifecycle-interval":  "BERTH_LIFECYCLE_INTERVAL",
 }
 
 // Register defines the flags on fs, writing into c.
@@ -107,6 +120,9 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.MetricsListen, "metrics-listen", "127.0.0.1:9102", "internal listener for Prometheus /metrics (empty: none)")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "comma-separated CIDRs of reverse proxies whose X-Forwarded-For names the client (empty: none)")
 	fs.IntVar(&c.Argon2Concurrency, "argon2-concurrency", max(2, runtime.GOMAXPROCS(0)), "most argon2id password hashes at once (signup, login)")
+	fs.StringVar(&c.OpenPlans, "open-plans", "free", "comma-separated plans every account is entitled to (until billing decides per account); must include free")
+	fs.Float64Var(&c.AccountWriteRate, "account-write-rate", 20, "authenticated REST writes (POST/PUT/PATCH/DELETE) a second per account, over all its keys and sessions")
+	fs.IntVar(&c.AccountWriteBurst, "account-write-burst", 40, "burst of -account-write-rate: writes an account may make at once")
 	fs.DurationVar(&c.KeyRotation, "key-rotation", 30*24*time.Hour, "rotate the signing key when it is older than this")
 	fs.DurationVar(&c.KeyCheck, "key-check", time.Hour, "how often to check whether the signing key is due")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 15*time.Minute, "dashboard session token lifetime")
@@ -206,6 +222,17 @@ func (c *Config) Validate() error {
 	if c.Argon2Concurrency < 1 {
 		bad("-argon2-concurrency must be at least 1")
 	}
+	if plans, err := c.OpenPlanNames(); err != nil {
+		bad("-open-plans: %v", err)
+	} else if !slices.Contains(plans, "free") {
+		bad("-open-plans %q must include free (signup puts every account's first tenant on it)", c.OpenPlans)
+	}
+	if !(c.AccountWriteRate >= 0.001 && c.AccountWriteRate <= 1e6) {
+		bad("-account-write-rate %v must be between 0.001 and 1000000 writes a second", c.AccountWriteRate)
+	}
+	if c.AccountWriteBurst < 1 || c.AccountWriteBurst > 1_000_000 {
+		bad("-account-write-burst %d must be between 1 and 1000000", c.AccountWriteBurst)
+	}
 	if c.KeyRotation < time.Hour {
 		bad("-key-rotation %v must be at least 1h", c.KeyRotation)
 	}
@@ -238,6 +265,23 @@ func (c *Config) Validate() error {
 		bad("-lifecycle-interval %v must be between 1m and 6h", c.LifecycleInterval)
 	}
 	return errors.Join(errs...)
+}
+
+// OpenPlanNames returns the parsed -open-plans: known plan names, each
+// once, in the order given.
+func (c Config) OpenPlanNames() ([]string, error) {
+	var out []string
+	for f := range strings.SplitSeq(c.OpenPlans, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" || slices.Contains(out, f) {
+			continue
+		}
+		if _, err := plan.Lookup(f); err != nil {
+			return nil, fmt.Errorf("%q is not a plan (plans: %s)", f, strings.Join(plan.Names(), ", "))
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // TrustedProxyPrefixes returns the parsed -trusted-proxies (nil when

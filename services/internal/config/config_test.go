@@ -121,6 +121,10 @@ func TestValidate(t *testing.T) {
 		{[]string{"-database-url", "postgres://x", "-metrics-listen", "nope"}, "-metrics-listen"},
 		{[]string{"-database-url", "postgres://x", "-trusted-proxies", "10.0.0.0/8,proxy.local"}, "-trusted-proxies"},
 		{[]string{"-database-url", "postgres://x", "-argon2-concurrency", "0"}, "-argon2-concurrency"},
+		{[]string{"-database-url", "postgres://x", "-open-plans", "free,gold"}, "-open-plans"},
+		{[]string{"-database-url", "postgres://x", "-open-plans", "pro,business"}, "-open-plans"},
+		{[]string{"-database-url", "postgres://x", "-account-write-rate", "0"}, "-account-write-rate"},
+		{[]string{"-database-url", "postgres://x", "-account-write-burst", "0"}, "-account-write-burst"},
 	} {
 		if _, err := parse(append([]string{"-dev"}, c.args...), nil); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Fatalf("%v: %v, want an error naming %s", c.args, err, c.want)
@@ -128,5 +132,34 @@ func TestValidate(t *testing.T) {
 	}
 	if _, err := parse([]string{"-dev"}, map[string]string{"DATABASE_URL": "postgres://x", "BERTH_KEY_ROTATION": "soon"}); err == nil {
 		t.Fatal("a bad environment value was accepted")
+	}
+}
+
+// TestPlansAndWriteRate: only free is open and writes are 20 a second
+// (bursts of 40) by default; flags and BERTH_* set them.
+func TestPlansAndWriteRate(t *testing.T) {
+	base := map[string]string{"DATABASE_URL": "postgres://x@h/db", "BERTH_DEV": "1"}
+	c, err := parse(nil, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plans, err := c.OpenPlanNames(); err != nil || fmt.Sprint(plans) != "[free]" || c.AccountWriteRate != 20 || c.AccountWriteBurst != 40 {
+		t.Fatalf("defaults: plans %v (%v), write rate %v burst %d", plans, err, c.AccountWriteRate, c.AccountWriteBurst)
+	}
+	env := maps.Clone(base)
+	maps.Copy(env, map[string]string{"BERTH_OPEN_PLANS": "free, pro,pro", "BERTH_ACCOUNT_WRITE_RATE": "2.5", "BERTH_ACCOUNT_WRITE_BURST": "5"})
+	c, err = parse(nil, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plans, _ := c.OpenPlanNames(); fmt.Sprint(plans) != "[free pro]" || c.AccountWriteRate != 2.5 || c.AccountWriteBurst != 5 {
+		t.Fatalf("from the environment: plans %v, write rate %v burst %d", plans, c.AccountWriteRate, c.AccountWriteBurst)
+	}
+	c, err = parse([]string{"-open-plans", "free,pro,business", "-account-write-rate", "1000"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plans, _ := c.OpenPlanNames(); fmt.Sprint(plans) != "[free pro business]" || c.AccountWriteRate != 1000 || c.AccountWriteBurst != 5 {
+		t.Fatalf("flags over the environment: plans %v, write rate %v burst %d", plans, c.AccountWriteRate, c.AccountWriteBurst)
 	}
 }

@@ -15,7 +15,7 @@ import (
 // tenant-scoped endpoint, indistinguishable from an id that does not exist,
 // and changes nothing.
 func TestCrossTenant(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, writeRate(1000, 1000)) // B makes some 60 writes at once
 	a := e.signup("a@example.com")
 	b := e.signup("b@example.com")
 	ctx := context.Background()

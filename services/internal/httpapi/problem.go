@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"berth.dev/billing/plan"
 	"berth.dev/services/internal/account"
@@ -97,6 +98,9 @@ func problemFor(err error) Problem {
 		bound    *plan.BoundError
 		nodeDown *nodeUnavailableError
 		nodeErr  *nodeclient.StatusError
+		entitled *notEntitledError
+		tenants  *store.TenantLimitError
+		writes   *writeRateError
 	)
 	p := func(status int, slug, title, detail string) Problem {
 		return Problem{Type: problemBase + slug, Title: title, Status: status, Detail: detail}
@@ -114,6 +118,18 @@ func problemFor(err error) Problem {
 		pr := p(http.StatusUnprocessableEntity, "validation", "Invalid input", "unknown plan")
 		pr.Errors = []FieldError{{Field: "plan", Reason: fmt.Sprintf("must be one of %v", plan.Names())}}
 		return pr
+	case errors.As(err, &entitled):
+		pr := p(http.StatusPaymentRequired, "plan-not-entitled", "Plan not available to this account",
+			fmt.Sprintf("this account is not entitled to the %q plan; it may use: %s", entitled.plan, strings.Join(entitled.entitled, ", ")))
+		pr.Errors = []FieldError{{Field: "plan", Reason: "the account is not entitled to this plan"}}
+		return pr
+	case errors.As(err, &tenants):
+		return p(http.StatusForbidden, "tenant-limit", "Tenant limit reached",
+			fmt.Sprintf("this account already has %d tenants, the most its plans allow; delete one first", tenants.Limit))
+	case errors.As(err, &writes):
+		return p(http.StatusTooManyRequests, "rate-limited", "Too many requests",
+			fmt.Sprintf("this account's writes (all its API keys and sessions) are limited to %g a second, in bursts of up to %d; retry after the time in Retry-After",
+				writes.rate, writes.burst))
 	case errors.As(err, &merr):
 		return p(http.StatusBadRequest, "malformed", "Malformed request", merr.detail)
 	case errors.As(err, &tooBig):
@@ -132,8 +148,12 @@ func problemFor(err error) Problem {
 	case errors.Is(err, errMethodNotAllowed):
 		return p(http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", "")
 	case errors.As(err, &conflict):
-		pr := p(http.StatusConflict, "conflict", "Already exists", conflict.Field+" is already taken")
-		pr.Errors = []FieldError{{Field: conflict.Field, Reason: "already taken"}}
+		detail, reason := conflict.Field+" is already taken", "already taken"
+		if conflict.HeldBy != "" {
+			detail, reason = conflict.Field+" is already taken by "+conflict.HeldBy, "already taken by "+conflict.HeldBy
+		}
+		pr := p(http.StatusConflict, "conflict", "Already exists", detail)
+		pr.Errors = []FieldError{{Field: conflict.Field, Reason: reason}}
 		return pr
 	case errors.Is(err, store.ErrRevoked):
 		return p(http.StatusConflict, "credential-revoked", "Credential revoked", "a revoked credential gets no new tokens; create a new credential")
@@ -160,6 +180,8 @@ func problemFor(err error) Problem {
 			return p(http.StatusRequestEntityTooLarge, "too-large", "Message too large", nodeErr.Message)
 		case http.StatusTooManyRequests: // a quota: rate, monthly messages or retained messages
 			return p(http.StatusTooManyRequests, "quota-exceeded", "Quota exceeded", nodeErr.Message)
+		case http.StatusUnprocessableEntity: // a topic rule refusing RETAIN
+			return p(http.StatusUnprocessableEntity, "retain-not-allowed", "Retained messages not allowed on this topic", nodeErr.Message)
 		}
 		return p(http.StatusBadGateway, "node-error", "The tenant's broker node refused the request", nodeErr.Message)
 	case errors.Is(err, credential.ErrKeyEncryption):
@@ -191,6 +213,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if errors.Is(err, account.ErrBusy) {
 		w.Header().Set("Retry-After", "1")
+	}
+	if wr := (*writeRateError)(nil); errors.As(err, &wr) {
+		w.Header().Set("Retry-After", wr.retryAfterSeconds())
 	}
 	if pr.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="berth"`)

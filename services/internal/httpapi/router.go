@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -14,10 +15,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"berth.dev/billing/plan"
 	"berth.dev/services/internal/account"
 	"berth.dev/services/internal/credential"
 	"berth.dev/services/internal/nodeclient"
 	"berth.dev/services/internal/openapi"
+	"berth.dev/services/internal/ratelimit"
 	"berth.dev/services/internal/store"
 )
 
@@ -45,6 +48,16 @@ type Options struct {
 	// of them the limiter's client address comes from X-Forwarded-For.
 	TrustedProxies []netip.Prefix
 	SecureCookies  bool
+	// OpenPlans are the plans every account is entitled to put its tenants
+	// on (until billing entitles accounts one by one); nil: only "free".
+	// An account's tenant cap is the largest among them (plan.TenantCap).
+	OpenPlans []string
+	// AccountWriteRate and AccountWriteBurst are each account's token
+	// bucket for authenticated writes (POST, PUT, PATCH, DELETE; not HTTP
+	// publish, which the tenant's message quotas meter): writes a second
+	// and bucket size; 0 means 20 and 40.
+	AccountWriteRate  float64
+	AccountWriteBurst int
 	// Dashboard, when set, answers GET and HEAD requests that no route
 	// matches outside /v1, /healthz, /readyz and /metrics (a 404 here).
 	Dashboard http.Handler
@@ -56,6 +69,7 @@ type api struct {
 	accounts *account.Service
 	keyring  *credential.Keyring
 	nodes    *nodeclient.Client
+	writes   *ratelimit.Limiter // per-account authenticated writes
 	opts     Options
 }
 
@@ -70,11 +84,24 @@ func NewRouter(o Options) (chi.Router, error) {
 	if o.AuthRateLimit < 1 {
 		o.AuthRateLimit = 20
 	}
+	if o.OpenPlans == nil {
+		o.OpenPlans = []string{"free"}
+	}
+	if _, err := plan.TenantCap(o.OpenPlans); err != nil {
+		return nil, fmt.Errorf("httpapi: OpenPlans: %w", err)
+	}
+	if o.AccountWriteRate <= 0 {
+		o.AccountWriteRate = defaultAccountWriteRate
+	}
+	if o.AccountWriteBurst < 1 {
+		o.AccountWriteBurst = defaultAccountWriteBurst
+	}
 	m, err := newMetrics(o.Registry)
 	if err != nil {
 		return nil, err
 	}
-	a := &api{store: o.Store, accounts: o.Accounts, keyring: o.Keyring, nodes: o.Nodes, opts: o}
+	a := &api{store: o.Store, accounts: o.Accounts, keyring: o.Keyring, nodes: o.Nodes, opts: o,
+		writes: ratelimit.New(o.AccountWriteRate, o.AccountWriteBurst, writeLimiterKeys)}
 
 	r := chi.NewRouter()
 	r.Use(requestID(o.Logger), m.observe, recoverer, cors(o.CORSOrigin), bodyLimit)
@@ -99,8 +126,17 @@ func NewRouter(o Options) (chi.Router, error) {
 			r.Post("/refresh", handler(a.refresh))
 		})
 
+		// HTTP publish is a message, not a change of configuration: the
+		// tenant's message quotas on its node meter it (429
+		// quota-exceeded), as they do a device's PUBLISH, so it is outside
+		// the account's write rate.
 		r.Group(func(r chi.Router) {
-			r.Use(a.authenticate)
+			r.Use(a.authenticate, a.loadTenant)
+			r.Post("/tenants/{tid}/publish", handler(a.publish))
+		})
+
+		r.Group(func(r chi.Router) {
+			r.Use(a.authenticate, a.limitWrites)
 			r.Post("/logout", handler(a.logout))
 			r.Get("/account", handler(a.getAccount))
 			r.Get("/api-keys", handler(a.listAPIKeys))
@@ -134,7 +170,6 @@ func NewRouter(o Options) (chi.Router, error) {
 				r.Get("/tenants/{tid}/topics/live", handler(a.liveTopics))
 				r.Get("/tenants/{tid}/retained", handler(a.listRetained))
 				r.Delete("/tenants/{tid}/retained", handler(a.deleteRetained))
-				r.Post("/tenants/{tid}/publish", handler(a.publish))
 				r.Get("/tenants/{tid}/sessions", handler(a.listSessions))
 				r.Delete("/tenants/{tid}/sessions/{clientid}", handler(a.kickSession))
 

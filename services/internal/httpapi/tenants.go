@@ -77,6 +77,8 @@ type createTenantRequest struct {
 
 // createTenant creates a tenant with its plan's default quotas, placed on
 // the least-loaded live node (or none yet: placement is retried lazily).
+// The plan must be one the account is entitled to (402), and the account
+// must be below its tenant cap (403).
 func (a *api) createTenant(w http.ResponseWriter, r *http.Request) error {
 	var req createTenantRequest
 	if err := decodeJSON(w, r, &req); err != nil {
@@ -94,8 +96,16 @@ func (a *api) createTenant(w http.ResponseWriter, r *http.Request) error {
 	if err := v.err(); err != nil {
 		return err
 	}
-	t := store.Tenant{ID: store.NewID(store.PrefixTenant), AccountID: principalFrom(r.Context()).AccountID, Slug: req.Slug, Plan: p.Name}
-	if err := a.store.CreateTenant(r.Context(), &t, p.Defaults); err != nil {
+	accountID := principalFrom(r.Context()).AccountID
+	if err := a.checkEntitled(r.Context(), accountID, p.Name); err != nil {
+		return err
+	}
+	limit, err := a.tenantCap(r.Context(), accountID)
+	if err != nil {
+		return err
+	}
+	t := store.Tenant{ID: store.NewID(store.PrefixTenant), AccountID: accountID, Slug: req.Slug, Plan: p.Name}
+	if err := a.store.CreateTenant(r.Context(), &t, p.Defaults, limit); err != nil {
 		return err
 	}
 	w.Header().Set("Location", "/v1/tenants/"+t.ID)
@@ -120,8 +130,10 @@ type updateTenantRequest struct {
 	TraceSampleRate *float64 `json:"trace_sample_rate"`
 }
 
-// updateTenant changes slug and/or plan; a plan change clamps quotas into
-// the new plan's bounds.
+// updateTenant changes slug and/or plan. A new plan must be one the
+// account is entitled to (402); the change clamps quotas into the new
+// plan's bounds, so a downgrade lowers whatever is above them
+// to the new plan's maxima and an upgrade changes no quota.
 func (a *api) updateTenant(w http.ResponseWriter, r *http.Request) error {
 	var req updateTenantRequest
 	if err := decodeJSON(w, r, &req); err != nil {
@@ -143,6 +155,11 @@ func (a *api) updateTenant(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	t := tenantFrom(r.Context())
+	if req.Plan != nil && *req.Plan != t.Plan {
+		if err := a.checkEntitled(r.Context(), t.AccountID, *req.Plan); err != nil {
+			return err
+		}
+	}
 	t, err := a.store.UpdateTenant(r.Context(), t.AccountID, t.ID, store.TenantUpdate{Slug: req.Slug, Plan: req.Plan, TraceSampleRate: req.TraceSampleRate})
 	if err != nil {
 		return err

@@ -49,7 +49,8 @@ type tenantOut struct {
 }
 
 func TestTenantPlacement(t *testing.T) {
-	e := newEnv(t)
+	// Four tenants in one account: over free's cap of 3, so pro is open.
+	e := newEnv(t, openPlans("free", "pro"))
 	u := e.signup("ada@example.com") // no nodes yet
 	ctx := context.Background()
 	var first tenantOut
@@ -101,7 +102,7 @@ func TestTenantPlacement(t *testing.T) {
 }
 
 func TestTenantCRUD(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, openPlans("free", "pro"))
 	u := e.signup("ada@example.com")
 	r := e.do(t, "POST", "/v1/tenants", u.key, map[string]string{"slug": "factory-7", "plan": "pro"})
 	want(t, r, http.StatusCreated)

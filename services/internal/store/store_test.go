@@ -60,7 +60,7 @@ func TestPlacementRespectsCapacity(t *testing.T) {
 	for i := range nodes {
 		wg.Go(func() {
 			tn := store.Tenant{ID: store.NewID(store.PrefixTenant), AccountID: acc, Slug: fmt.Sprintf("t%d", i), Plan: "free"}
-			errs[i] = st.CreateTenant(ctx, &tn, free.Defaults)
+			errs[i] = st.CreateTenant(ctx, &tn, free.Defaults, 100)
 			nodes[i] = tn.NodeID
 		})
 	}
@@ -85,16 +85,54 @@ func TestConflictsNameTheField(t *testing.T) {
 	acc := newAccount(t, st)
 	free, _ := plan.Lookup("free")
 	tn := store.Tenant{ID: store.NewID(store.PrefixTenant), AccountID: acc, Slug: "dup", Plan: "free"}
-	if err := st.CreateTenant(ctx, &tn, free.Defaults); err != nil {
+	if err := st.CreateTenant(ctx, &tn, free.Defaults, 100); err != nil {
 		t.Fatal(err)
 	}
 	tn.ID = store.NewID(store.PrefixTenant)
-	err := st.CreateTenant(ctx, &tn, free.Defaults)
+	err := st.CreateTenant(ctx, &tn, free.Defaults, 100)
 	var ce *store.ConflictError
 	if !errors.As(err, &ce) || ce.Field != "slug" || !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("err %v", err)
 	}
 	if _, err := st.GetTenant(ctx, "acc_other", tn.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("foreign get: %v", err)
+	}
+}
+
+// TestTenantLimitUnderConcurrency: creations in one account serialize, so
+// concurrent ones never take more places than the limit leaves, and each
+// refusal names the limit.
+func TestTenantLimitUnderConcurrency(t *testing.T) {
+	st := store.New(testenv.Postgres(t))
+	ctx := context.Background()
+	acc := newAccount(t, st) // one tenant already
+	free, _ := plan.Lookup("free")
+	const limit, tries = 4, 12
+	errs := make([]error, tries)
+	var wg sync.WaitGroup
+	for i := range tries {
+		wg.Go(func() {
+			tn := store.Tenant{ID: store.NewID(store.PrefixTenant), AccountID: acc, Slug: fmt.Sprintf("race-%d", i), Plan: "free"}
+			errs[i] = st.CreateTenant(ctx, &tn, free.Defaults, limit)
+		})
+	}
+	wg.Wait()
+	created := 0
+	for _, err := range errs {
+		var le *store.TenantLimitError
+		switch {
+		case err == nil:
+			created++
+		case errors.As(err, &le) && le.Limit == limit:
+		default:
+			t.Fatalf("err %v, want nil or a TenantLimitError of %d", err, limit)
+		}
+	}
+	if created != limit-1 {
+		t.Fatalf("%d created, want %d", created, limit-1)
+	}
+	ts, _, err := st.ListTenants(ctx, acc, store.Page{Limit: 100})
+	if err != nil || len(ts) != limit {
+		t.Fatalf("account has %d tenants (%v), want %d", len(ts), err, limit)
 	}
 }

@@ -32,10 +32,37 @@ func scanTenant(row pgx.Row) (Tenant, error) {
 	return t, err
 }
 
+// TenantLimitError says the account already has the most tenants it may
+// have.
+type TenantLimitError struct{ Limit int }
+
+func (e *TenantLimitError) Error() string {
+	return fmt.Sprintf("store: the account already has its limit of %d tenants", e.Limit)
+}
+
 // CreateTenant creates a tenant with quotas q, placing it on the least-loaded
-// live node (or none), and fills NodeID and CreatedAt.
-func (s *Store) CreateTenant(ctx context.Context, t *Tenant, q plan.Quotas) error {
+// live node (or none), and fills NodeID and CreatedAt. It returns a
+// *TenantLimitError when t's account already has maxTenants tenants.
+//
+// Creations in one account serialize on the account's row (FOR NO KEY
+// UPDATE: it does not block the foreign-key checks of rows that merely
+// reference the account), and the count is its own statement after the
+// lock, so under READ COMMITTED it sees every tenant committed before the
+// lock was granted: two concurrent creations never both take the last
+// place.
+func (s *Store) CreateTenant(ctx context.Context, t *Tenant, q plan.Quotas, maxTenants int) error {
 	return classify("create tenant", s.inTx(ctx, func(tx pgx.Tx) error {
+		var one int
+		if err := tx.QueryRow(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR NO KEY UPDATE`, t.AccountID).Scan(&one); err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM tenants WHERE account_id = $1`, t.AccountID).Scan(&n); err != nil {
+			return err
+		}
+		if n >= maxTenants {
+			return &TenantLimitError{Limit: maxTenants}
+		}
 		return createTenant(ctx, tx, t, q)
 	}))
 }
@@ -93,8 +120,9 @@ type TenantUpdate struct {
 }
 
 // UpdateTenant changes a tenant's slug, plan and/or trace sample rate. A
-// plan change clamps every quota into the new plan's bounds and announces
-// it on berth_quotas, as does a change of the trace sample rate (nodes
+// plan change clamps every quota into the new plan's bounds (topic rules
+// only narrow the quotas, so they need no change) and announces it on
+// berth_quotas, as does a change of the trace sample rate (nodes
 // apply both live); a slug change is announced on berth_placement
 // (gateways route by slug).
 func (s *Store) UpdateTenant(ctx context.Context, accountID, tid string, u TenantUpdate) (Tenant, error) {
@@ -151,17 +179,27 @@ func (s *Store) UpdateTenant(ctx context.Context, accountID, tid string, u Tenan
 }
 
 // DeleteTenant deletes a tenant (its credentials, quotas and topic rules go
-// with it) and announces it on berth_placement.
+// with it), leaves its tombstone in deleted_tenants (its usage stays the
+// account's) and announces it: berth_placement to gateways (routing),
+// berth_tenants_deleted to nodes (disconnect, close, erase; see
+// docs/contracts.md).
 func (s *Store) DeleteTenant(ctx context.Context, accountID, tid string) error {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM tenants WHERE id = $1 AND account_id = $2`, tid, accountID)
+		tag, err := tx.Exec(ctx, `WITH gone AS (
+				DELETE FROM tenants WHERE id = $1 AND account_id = $2 RETURNING id, account_id, slug, created_at
+			)
+			INSERT INTO deleted_tenants (id, account_id, slug, created_at) SELECT id, account_id, slug, created_at FROM gone`,
+			tid, accountID)
 		if err != nil {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
 			return ErrNotFound
 		}
-		return notify(ctx, tx, ChannelPlacement, tid)
+		if err := notify(ctx, tx, ChannelPlacement, tid); err != nil {
+			return err
+		}
+		return notify(ctx, tx, ChannelTenantsDeleted, tid)
 	})
 	return classify("delete tenant", err)
 }

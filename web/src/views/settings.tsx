@@ -30,6 +30,8 @@ function Account() {
         {(a) => (
           <p class="panel">
             Logged in as <strong>{a.email}</strong> · account <code>{a.id}</code> · since {when(a.created_at)}
+            <br />
+            Plans available to you: {a.plans.join(', ')} · up to {a.tenant_limit} tenants
           </p>
         )}
       </Loaded>
