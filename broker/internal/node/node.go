@@ -16,6 +16,7 @@ import (
 	"berth.dev/broker/internal/msgtrace"
 	"berth.dev/broker/internal/quota"
 	"berth.dev/broker/internal/registry"
+	"berth.dev/broker/internal/topicrule"
 	"berth.dev/broker/internal/usage"
 	"berth.dev/broker/jwtauth"
 	"berth.dev/broker/proxyproto"
@@ -36,6 +37,7 @@ type Node struct {
 	keys     *jwtauth.KeySet   // the API's JWKS; nil without Config.JWKSURL
 	tokens   *jwtauth.Verifier // nil without Config.JWKSURL: no re-authentication
 	quotas   *quota.Store
+	rules    *topicrule.Store // the open tenants' topic rules (topicrules.go)
 	meter    *usage.Meter
 	flusher  *usage.Flusher
 	reg      *registry.Registration
@@ -58,12 +60,15 @@ type Node struct {
 
 	mu      sync.Mutex
 	tenants map[string]*tenant
-	// closingTenants are shards closing for idleness, closed when done;
-	// a tenant reopens only after.
+	// closingTenants are shards closing for idleness (or deletion),
+	// closed when done; a tenant reopens only after.
 	closingTenants map[string]chan struct{}
-	closing        bool
-	shutOnce       sync.Once
-	shutErr        error
+	// deleted are the tenants deleted since start (deletion.go): true once
+	// their shard is closed and their directory erased.
+	deleted  map[string]bool
+	closing  bool
+	shutOnce sync.Once
+	shutErr  error
 }
 
 // New checks cfg and prepares a node; Start brings it up.
@@ -76,7 +81,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, verifier: v, meter: usage.NewMeter(), tenants: make(map[string]*tenant), closingTenants: make(map[string]chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger, verifier: v, meter: usage.NewMeter(), tenants: make(map[string]*tenant), closingTenants: make(map[string]chan struct{}), deleted: make(map[string]bool)}
 	if cfg.JWKSURL != "" {
 		n.keys = jwtauth.NewKeySet(jwtauth.KeySetOptions{URL: cfg.JWKSURL, Logger: cfg.Logger})
 		n.tokens = jwtauth.NewVerifier(n.keys, jwtauth.VerifierOptions{Issuer: cfg.Issuer})
@@ -98,6 +103,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.pool = pool
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.quotas = quota.NewStore(pool, n.log, n.applyQuotas)
+	n.rules = topicrule.NewStore(pool, n.log, n.applyTopicRules)
 	n.flusher = usage.NewFlusher(pool, n.meter, n.cfg.ID, n.cfg.UsageInterval, n.log)
 	n.flusher.Sample = n.sampleAll
 	// Shards sample messages themselves (per tenant, capped): every span
@@ -152,8 +158,18 @@ func (n *Node) Start(ctx context.Context) error {
 		}
 	})
 	n.goBackground(func() {
+		if err := n.rules.Run(n.ctx, n.cfg.DatabaseURL); err != nil {
+			n.log.Error("topic rule listener stopped", "err", err)
+		}
+	})
+	n.goBackground(func() {
 		if err := n.followRevocations(n.ctx); err != nil {
 			n.log.Error("revocation listener stopped", "err", err)
+		}
+	})
+	n.goBackground(func() {
+		if err := n.followDeletions(n.ctx); err != nil {
+			n.log.Error("tenant deletion listener stopped", "err", err)
 		}
 	})
 	n.goBackground(n.closeIdleLoop)

@@ -61,6 +61,13 @@ func (n *Node) serve(c net.Conn) {
 	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 	t, err := n.tenant(ctx, info.TenantID)
 	cancel()
+	if errors.Is(err, errTenantDeleted) {
+		// A gateway that has not heard of the deletion yet: answer
+		// CONNACK 0x87 (3.1.1: 5) as it would.
+		n.log.Info("refused connection: tenant deleted", "tenant_id", info.TenantID)
+		n.refuseConnect(c, packet.ErrNotAuthorized)
+		return
+	}
 	if err != nil {
 		n.log.Warn("refused connection: tenant unavailable", "tenant_id", info.TenantID, "err", err)
 		return
@@ -115,7 +122,8 @@ var (
 
 // reauthenticate returns the check of one connection's re-authentication:
 // the token must verify against the API's keys and name the same
-// credential and tenant as the connection; its exp becomes the
+// credential and tenant as the connection, the credential must not be
+// revoked nor the tenant deleted (its row gone); its exp becomes the
 // connection's new deadline. The ACL stays the one the connection opened
 // with.
 func (n *Node) reauthenticate(tenantID, credID string) func([]byte) (time.Time, error) {
@@ -130,6 +138,10 @@ func (n *Node) reauthenticate(tenantID, credID string) func([]byte) (time.Time, 
 			return time.Time{}, errOtherCredential
 		case n.isRevoked(credID):
 			return time.Time{}, errRevoked
+		case n.isDeleted(tenantID) || n.tenantGone(ctx, tenantID):
+			// Deleted: the notification that ends this connection may
+			// not have come yet.
+			return time.Time{}, errTenantDeleted
 		}
 		return c.Expiry, nil
 	}

@@ -10,6 +10,7 @@ import (
 
 	"berth.dev/billing/plan"
 	"berth.dev/broker/internal/msgtrace"
+	"berth.dev/broker/internal/quota"
 	"berth.dev/broker/internal/shard"
 	"berth.dev/broker/internal/store"
 	"berth.dev/broker/internal/usage"
@@ -26,9 +27,11 @@ type tenant struct {
 	store  *store.WAL        // nil without a data directory; closed after the shard
 
 	// Guarded by Node.mu: holders (connections being served, admin calls)
-	// and since when there have been none.
+	// and since when there have been none; drained, when set, is closed
+	// when the last holder goes (a deletion waits for it).
 	refs      int
 	idleSince time.Time
+	drained   chan struct{}
 
 	mu   sync.Mutex
 	last shard.Stats // counters already folded into usage
@@ -48,14 +51,26 @@ type tenant struct {
 	connTime  time.Duration
 }
 
+// packetHeadroom is what a PUBLISH carries besides its payload, at most:
+// the fixed header, a topic of up to 65535 bytes and its properties.
+const packetHeadroom = 64 << 10
+
+// maxPacketSize is the largest packet the tenant's shard reads: the message
+// size quota is on the payload (the limiter enforces it exactly, with
+// 0x95), so the packet bound leaves room for the rest of a PUBLISH.
+func maxPacketSize(q plan.Quotas) int { return int(q.MaxMessageSize) + packetHeadroom }
+
 // shardOptions maps a tenant's quotas onto its shard's limits.
 func shardOptions(q plan.Quotas, n *Node, tenantID string) shard.Options {
+	maxSessions, maxExpiry := sessionCaps(q)
 	return shard.Options{
 		Logger:                    n.log.With("tenant_id", tenantID),
-		MaxPacketSize:             int(q.MaxMessageSize),
+		MaxPacketSize:             maxPacketSize(q),
 		MaxInflight:               int(q.MaxInflight),
 		MaxQueuedBytes:            int(q.MaxQueuedBytes),
 		MaxSubscriptionsPerClient: int(q.MaxSubscriptions),
+		MaxSessions:               maxSessions,
+		MaxSessionExpiry:          maxExpiry,
 		// The storage-retention quota is how far back berth-replay-from
 		// may reach in the tenant's message log.
 		ReplayHistory: time.Duration(q.RetentionSeconds) * time.Second,
@@ -99,11 +114,14 @@ func (n *Node) tenant(ctx context.Context, id string) (*tenant, error) {
 		n.mu.Lock()
 		t, ok := n.tenants[id]
 		closing, closed := n.closing, n.closingTenants[id]
-		if ok && !closing {
+		_, deleted := n.deleted[id]
+		if ok && !closing && !deleted {
 			t.refs++
 		}
 		n.mu.Unlock()
 		switch {
+		case deleted:
+			return nil, errTenantDeleted
 		case closing:
 			return nil, errShuttingDown
 		case ok:
@@ -118,8 +136,19 @@ func (n *Node) tenant(ctx context.Context, id string) (*tenant, error) {
 			}
 		}
 		t, err := n.openTenant(ctx, id)
-		if errors.Is(err, errBusy) {
+		switch {
+		case errors.Is(err, errBusy):
 			continue
+		case errors.Is(err, quota.ErrNoTenant) && !errors.Is(err, errTenantDeleted):
+			// Deleted while this node was down or not listening? Then
+			// its directory here goes too.
+			if n.wasDeleted(ctx, id) {
+				n.deleteTenant(id)
+				return nil, errTenantDeleted
+			}
+		case err == nil:
+			// Before the connection that opened it is served (revoke.go).
+			n.purgeDeadOwners(ctx, t)
 		}
 		return t, err
 	}
@@ -131,6 +160,10 @@ func (n *Node) release(t *tenant) {
 	t.refs--
 	if t.refs == 0 {
 		t.idleSince = time.Now()
+		if t.drained != nil {
+			close(t.drained)
+			t.drained = nil
+		}
 	}
 	n.mu.Unlock()
 }
@@ -139,6 +172,9 @@ func (n *Node) release(t *tenant) {
 func (n *Node) openTenant(ctx context.Context, id string) (*tenant, error) {
 	q, err := n.quotas.Get(ctx, id)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := n.rules.Load(ctx, id); err != nil {
 		return nil, err
 	}
 	var monthUsed int64
@@ -154,6 +190,11 @@ func (n *Node) openTenant(ctx context.Context, id string) (*tenant, error) {
 	}
 	if n.closing {
 		return nil, errShuttingDown
+	}
+	if _, deleted := n.deleted[id]; deleted { // deleted meanwhile
+		n.quotas.Forget(id)
+		n.rules.Forget(id)
+		return nil, errTenantDeleted
 	}
 	if n.closingTenants[id] != nil {
 		return nil, errBusy // a close began meanwhile: the caller may retry
@@ -185,6 +226,9 @@ func (n *Node) openTenant(ctx context.Context, id string) (*tenant, error) {
 	n.purgeRevoked(id, sh)
 	t := &tenant{id: id, sh: sh, store: st, usage: u, traces: sampler, limits: newTenantLimits(q, monthUsed), conns: make(map[string]map[net.Conn]*shard.Traffic), refs: 1}
 	n.tenants[id] = t
+	// Registered first: a rule change from now on finds the tenant, and
+	// one before it is in what the store holds.
+	sh.SetTopicRules(n.rules.Current(id))
 	n.log.Info("tenant shard opened", "tenant_id", id)
 	return t, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"berth.dev/broker/internal/store"
 	"berth.dev/broker/internal/topic"
+	"berth.dev/broker/internal/topicrule"
 	"berth.dev/broker/internal/wal"
 	"berth.dev/broker/packet"
 )
@@ -38,7 +39,10 @@ type Shard struct {
 	// Limits that change live (SetLimits); Options hold the initial ones.
 	maxInflight    atomic.Int64
 	maxQueuedBytes atomic.Int64
+	maxPacket      atomic.Int64 // Options.MaxPacketSize, changed live by SetMaxPacketSize
 	retention      retentionState
+	rules          atomic.Pointer[topicrule.Set] // the tenant's topic rules (topicrules.go); nil none
+	caps           sessionCaps                   // MaxSessions, MaxSessionExpiry (sessioncap.go)
 
 	mu       sync.RWMutex
 	sessions map[string]*session
@@ -88,6 +92,9 @@ func New(opts Options) *Shard {
 	s.dlq.wake = make(chan struct{}, 1)
 	s.maxInflight.Store(int64(opts.MaxInflight))
 	s.maxQueuedBytes.Store(int64(opts.MaxQueuedBytes))
+	s.maxPacket.Store(int64(opts.MaxPacketSize))
+	s.caps.maxSessions.Store(int64(max(opts.MaxSessions, 0)))
+	s.caps.maxExpiry.Store(opts.MaxSessionExpiry)
 	s.SetRetention(opts.Retention)
 	s.acks.init()
 	s.load()
@@ -109,7 +116,7 @@ func (s *Shard) load() {
 	}
 	err = s.store.Sessions(func(ss *store.Session) bool {
 		sess := s.newSessionLocked(ss.ClientID)
-		sess.expiry = ss.ExpiryInterval
+		sess.expiry, _ = s.capExpiry(ss.ExpiryInterval) // a cap lowered since it was saved applies
 		sess.owner = ss.Owner
 		sess.cursor = ss.Cursor
 		for _, sub := range ss.Subscriptions {
@@ -118,8 +125,8 @@ func (s *Shard) load() {
 				RetainHandling: topic.RetainHandling(sub.RetainHandling), SubscriptionID: sub.SubscriptionID,
 			})
 		}
-		if ss.ExpiryInterval != neverExpires {
-			left := time.Until(ss.DisconnectedAt.Add(time.Duration(ss.ExpiryInterval) * time.Second))
+		if sess.expiry != neverExpires {
+			left := time.Until(ss.DisconnectedAt.Add(time.Duration(sess.expiry) * time.Second))
 			sess.expiryTimer = time.AfterFunc(max(left, 0), s.expireFunc(sess, sess.gen))
 		}
 		return true
@@ -173,6 +180,14 @@ func (s *Shard) Start(ctx context.Context) error {
 // connection, and waits for every goroutine the shard started, or for ctx.
 // It is idempotent.
 func (s *Shard) Shutdown(ctx context.Context) error {
+	return s.ShutdownWith(ctx, packet.ErrServerShuttingDown)
+}
+
+// ShutdownWith is Shutdown telling MQTT 5 clients reason instead of 0x8B
+// (e.g. 0x87 not authorized when the tenant was deleted); 3.1.1 clients
+// are just closed [MQTT-4.8.0-1]. A connection already ending keeps the
+// reason it was given first.
+func (s *Shard) ShutdownWith(ctx context.Context, reason packet.ReasonCode) error {
 	s.mu.Lock()
 	first := !s.closing
 	s.closing = true
@@ -192,7 +207,7 @@ func (s *Shard) Shutdown(ctx context.Context) error {
 		close(s.stopBg)
 	}
 	for _, c := range conns {
-		c.kick(packet.ErrServerShuttingDown)
+		c.kick(reason)
 	}
 	done := make(chan struct{})
 	go func() {

@@ -135,8 +135,10 @@ func (d Delta) empty() bool {
 }
 
 // take moves the counters' totals into a Delta, leaving them at zero (the
-// stored-bytes gauge is read, not reset).
-func (c *Counters) take(id string, now time.Time) Delta {
+// stored-bytes gauge is read, not reset). Connection time is reported in
+// whole seconds, the rest carried over; the final take of a retired
+// tenant rounds the rest to the nearest second instead.
+func (c *Counters) take(id string, now time.Time, final bool) Delta {
 	d := Delta{
 		TenantID:    id,
 		MessagesIn:  c.MessagesIn.Swap(0),
@@ -155,6 +157,10 @@ func (c *Counters) take(id string, now time.Time) Delta {
 	}
 	c.accrueLocked(now)
 	whole := c.connNanos / int64(time.Second) * int64(time.Second)
+	if final && c.connNanos-whole >= int64(time.Second/2) {
+		whole += int64(time.Second)
+		c.connNanos = whole
+	}
 	d.ConnectionNanos = whole
 	c.connNanos -= whole
 	c.mu.Unlock()
@@ -165,10 +171,26 @@ func (c *Counters) take(id string, now time.Time) Delta {
 type Meter struct {
 	mu      sync.Mutex
 	tenants map[string]*Counters
+	retired map[string]bool // forgotten at the next take
 }
 
 // NewMeter returns an empty meter.
-func NewMeter() *Meter { return &Meter{tenants: make(map[string]*Counters)} }
+func NewMeter() *Meter {
+	return &Meter{tenants: make(map[string]*Counters), retired: make(map[string]bool)}
+}
+
+// Retire forgets a tenant that is gone (deleted) once what it counted is
+// taken: the next flush reports its last deltas, with a stored-bytes level
+// of zero (its logs are erased), and then drops its counters. Call it
+// after nothing counts into them any more.
+func (m *Meter) Retire(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.tenants[id]; ok {
+		c.StoredBytes.Store(0)
+		m.retired[id] = true
+	}
+}
 
 // Tenant returns the tenant's counters, creating them on first use. Callers
 // keep the pointer; the hot path never looks it up again.
@@ -189,16 +211,39 @@ func (m *Meter) take(now time.Time) []Delta {
 	m.mu.Lock()
 	ids := make([]string, 0, len(m.tenants))
 	cs := make([]*Counters, 0, len(m.tenants))
+	var final []string // retired: their last take
 	for id, c := range m.tenants {
+		if m.retired[id] {
+			final = append(final, id)
+			continue
+		}
 		ids = append(ids, id)
 		cs = append(cs, c)
 	}
+	finalCs := make([]*Counters, len(final))
+	for i, id := range final {
+		finalCs[i] = m.tenants[id]
+	}
 	m.mu.Unlock()
 	var out []Delta
-	for i, c := range cs {
-		if d := c.take(ids[i], now); !d.empty() || d.StoredBytes != 0 {
+	add := func(d Delta) {
+		if !d.empty() || d.StoredBytes != 0 {
 			out = append(out, d)
 		}
+	}
+	for i, c := range cs {
+		add(c.take(ids[i], now, false))
+	}
+	for i, c := range finalCs {
+		add(c.take(final[i], now, true))
+	}
+	if len(final) > 0 {
+		m.mu.Lock()
+		for _, id := range final {
+			delete(m.tenants, id)
+			delete(m.retired, id)
+		}
+		m.mu.Unlock()
 	}
 	return out
 }

@@ -137,17 +137,17 @@ func TestConnectionSecondsIntegrateLiveConnections(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var c Counters
 	c.Connected(t0)
-	c.Connected(t0.Add(10 * time.Second))        // 2 live from t+10 s
-	c.Disconnected(t0.Add(20 * time.Second))     // 1 live from t+20 s
-	d := c.take("ten_a", t0.Add(30*time.Second)) // 10 + 2*10 + 10 = 40 s
+	c.Connected(t0.Add(10 * time.Second))               // 2 live from t+10 s
+	c.Disconnected(t0.Add(20 * time.Second))            // 1 live from t+20 s
+	d := c.take("ten_a", t0.Add(30*time.Second), false) // 10 + 2*10 + 10 = 40 s
 	if d.ConnectionNanos != int64(40*time.Second) {
 		t.Fatalf("connection time = %v, want 40s", time.Duration(d.ConnectionNanos))
 	}
-	d = c.take("ten_a", t0.Add(31500*time.Millisecond)) // 1.5 s more: 1 s now, 0.5 s carried
+	d = c.take("ten_a", t0.Add(31500*time.Millisecond), false) // 1.5 s more: 1 s now, 0.5 s carried
 	if d.ConnectionNanos != int64(time.Second) {
 		t.Fatalf("connection time = %v, want 1s with the rest carried over", time.Duration(d.ConnectionNanos))
 	}
-	d = c.take("ten_a", t0.Add(32*time.Second))
+	d = c.take("ten_a", t0.Add(32*time.Second), false)
 	if d.ConnectionNanos != int64(time.Second) {
 		t.Fatalf("connection time = %v, want the carried 0.5 s plus 0.5 s", time.Duration(d.ConnectionNanos))
 	}
@@ -160,5 +160,45 @@ func TestCountingAllocatesNothing(t *testing.T) {
 		c.BytesIn.Add(64)
 	}); n != 0 {
 		t.Fatalf("allocs per count = %v, want 0", n)
+	}
+}
+
+// A retired (deleted) tenant's last deltas are taken once, with a stored
+// level of zero and its connection time rounded to the nearest second;
+// then the meter has forgotten it, so no later flush writes a row for it
+// (its stored-bytes gauge alone would otherwise write one every flush).
+func TestRetiredTenantIsTakenOnceThenForgotten(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := NewMeter()
+	c := m.Tenant("ten_gone")
+	m.Tenant("ten_live").StoredBytes.Store(10)
+	c.MessagesIn.Add(3)
+	c.StoredBytes.Store(4096)
+	c.Connected(t0)
+	c.Disconnected(t0.Add(1600 * time.Millisecond))
+	m.Retire("ten_gone")
+	m.Retire("ten_never_seen") // no counters: nothing to do
+
+	byTenant := func(ds []Delta) map[string]Delta {
+		out := map[string]Delta{}
+		for _, d := range ds {
+			out[d.TenantID] = d
+		}
+		return out
+	}
+	got := byTenant(m.take(t0.Add(2 * time.Second)))
+	d, ok := got["ten_gone"]
+	if !ok || d.MessagesIn != 3 || d.StoredBytes != 0 || d.ConnectionNanos != int64(2*time.Second) {
+		t.Fatalf("last take of the retired tenant %+v (present %v), want 3 in, stored 0, 2 s", d, ok)
+	}
+	if _, ok := got["ten_live"]; !ok {
+		t.Fatal("the live tenant's stored level is missing")
+	}
+	got = byTenant(m.take(t0.Add(3 * time.Second)))
+	if d, ok := got["ten_gone"]; ok {
+		t.Fatalf("retired tenant taken again: %+v", d)
+	}
+	if _, ok := got["ten_live"]; !ok {
+		t.Fatal("the live tenant was forgotten too")
 	}
 }

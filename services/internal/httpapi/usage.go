@@ -133,14 +133,16 @@ func (a *api) usageByCredential(w http.ResponseWriter, r *http.Request, tid stri
 }
 
 type tenantSeriesJSON struct {
-	TenantID string           `json:"tenant_id"`
-	Slug     string           `json:"slug"`
-	Points   []usagePointJSON `json:"points"`
+	TenantID  string           `json:"tenant_id"`
+	Slug      string           `json:"slug"`
+	DeletedAt *time.Time       `json:"deleted_at,omitempty"` // a deleted tenant's series
+	Points    []usagePointJSON `json:"points"`
 }
 
 // accountUsage answers GET /v1/usage: the usage of every tenant of the
-// caller's account, summed, with the ?from=&to=&step= of a tenant's usage;
-// ?group_by=tenant answers a series per tenant instead.
+// caller's account, deleted tenants' included, summed, with the
+// ?from=&to=&step= of a tenant's usage; ?group_by=tenant answers a series
+// per tenant instead.
 func (a *api) accountUsage(w http.ResponseWriter, r *http.Request) error {
 	var v validator
 	groupBy := r.URL.Query().Get("group_by")
@@ -158,7 +160,7 @@ func (a *api) accountUsage(w http.ResponseWriter, r *http.Request) error {
 		out := groupedUsageJSON[tenantSeriesJSON]{From: from, To: to, StepSeconds: int64(step / time.Second), GroupBy: "tenant",
 			Series: make([]tenantSeriesJSON, len(ts))}
 		for i, t := range ts {
-			out.Series[i] = tenantSeriesJSON{TenantID: t.TenantID, Slug: t.Slug, Points: usageOut(from, to, step, t.Points).Points}
+			out.Series[i] = tenantSeriesJSON{TenantID: t.TenantID, Slug: t.Slug, DeletedAt: t.DeletedAt, Points: usageOut(from, to, step, t.Points).Points}
 		}
 		return writeJSON(w, http.StatusOK, out)
 	}

@@ -34,9 +34,10 @@ func (s *Store) Usage(ctx context.Context, tid string, from, to time.Time, step 
 	return m[""], err
 }
 
-// AccountUsage is Usage summed over every tenant the account has now
-// (stored bytes: per minute summed over tenants and nodes, the largest
-// such total in each step).
+// AccountUsage is Usage summed over every tenant the account has now or
+// had and deleted (deleted_tenants: a deleted tenant's traffic stays the
+// account's) (stored bytes: per minute summed over tenants and nodes, the
+// largest such total in each step).
 func (s *Store) AccountUsage(ctx context.Context, accountID string, from, to time.Time, step time.Duration) ([]UsagePoint, error) {
 	m, err := s.usageSeries(ctx, usageScope{account: accountID}, from, to, step)
 	return m[""], err
@@ -46,23 +47,31 @@ func (s *Store) AccountUsage(ctx context.Context, accountID string, from, to tim
 type TenantUsage struct {
 	TenantID string
 	Slug     string
-	Points   []UsagePoint
+	// DeletedAt is when the tenant was deleted; nil for a live tenant.
+	DeletedAt *time.Time
+	Points    []UsagePoint
 }
 
-// AccountUsageByTenant is Usage for each tenant the account has now, in
-// tenant id order; every tenant has a series, zero where it did nothing.
+// AccountUsageByTenant is Usage for each tenant the account has now, and
+// for each tenant it deleted that has usage in the range, in tenant id
+// order; every live tenant has a series, zero where it did nothing.
 func (s *Store) AccountUsageByTenant(ctx context.Context, accountID string, from, to time.Time, step time.Duration) ([]TenantUsage, error) {
 	m, err := s.usageSeries(ctx, usageScope{account: accountID, perTenant: true}, from, to, step)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, slug FROM tenants WHERE account_id = $1 ORDER BY id`, accountID)
+	rows, err := s.pool.Query(ctx, `SELECT id, slug, NULL::timestamptz FROM tenants WHERE account_id = $1
+		UNION ALL SELECT id, slug, deleted_at FROM deleted_tenants WHERE account_id = $1 AND id = ANY($2)
+		ORDER BY 1`, accountID, seriesTenants(m))
 	if err != nil {
 		return nil, classify("account tenants", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (TenantUsage, error) {
 		var t TenantUsage
-		err := row.Scan(&t.TenantID, &t.Slug)
+		err := row.Scan(&t.TenantID, &t.Slug, &t.DeletedAt)
+		if t.DeletedAt != nil {
+			*t.DeletedAt = t.DeletedAt.UTC()
+		}
 		return t, err
 	})
 	if err != nil {
@@ -74,6 +83,17 @@ func (s *Store) AccountUsageByTenant(ctx context.Context, accountID string, from
 		}
 	}
 	return out, nil
+}
+
+// seriesTenants returns the tenant ids a per-tenant series map holds (every key but "").
+func seriesTenants(m map[string][]UsagePoint) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		if k != "" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // usageScope says whose usage a series sums: one tenant, or every tenant
@@ -120,7 +140,10 @@ func (s *Store) usageSeries(ctx context.Context, sc usageScope, from, to time.Ti
 	}
 	tenants, args := `tenant_id = $1`, []any{sc.tenant, from, to, stepSec, sc.perTenant, keptFrom}
 	if sc.account != "" {
-		tenants, args[0] = `tenant_id IN (SELECT id FROM tenants WHERE account_id = $1)`, sc.account
+		// The tenants the account has and those it deleted: usage
+		// outlives a tenant (migration 00011).
+		tenants, args[0] = `tenant_id IN (SELECT id FROM tenants WHERE account_id = $1
+			UNION ALL SELECT id FROM deleted_tenants WHERE account_id = $1)`, sc.account
 	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT k, b, sum(mi)::bigint, sum(mo)::bigint, sum(bi)::bigint, sum(bo)::bigint, sum(cs)::bigint, max(sb)::bigint
