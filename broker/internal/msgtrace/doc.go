@@ -6,7 +6,8 @@
 // message is traced (Sampler.Sample): always when the device's W3C
 // traceparent user property says sampled, else with the tenant's
 // trace_sample_rate; either way at most Sampler's cap per second (a token
-// bucket, so a device cannot flood the span store). An unsampled message
+// bucket, so a device cannot flood the span store: its "sampled" flag asks,
+// the cap decides). An unsampled message
 // costs a random draw and, for an MQTT 5 PUBLISH with user properties, a
 // scan of their keys: nothing is allocated. A sampled message gets a
 // trace id (the device's, or a fresh one) and a root span id at once, so

@@ -98,11 +98,20 @@ type cred struct {
 var allowAll = `{"pub":["#"],"sub":["#"]}`
 
 // dial opens a connection to the node as a gateway would: a signed PROXY
-// header first. secret nil signs with the test secret.
+// header first. secret nil signs with the test secret. As in production
+// (a gateway forwards only credentials the API made), the credential has
+// a live row in credentials when its tenant exists: the node ends the
+// sessions of credentials that are revoked or have no row.
 func (n *testNode) dial(t *testing.T, c cred, secret []byte) net.Conn {
 	t.Helper()
 	if secret == nil {
 		secret = testSecret
+	}
+	if c.id != "" {
+		if _, err := n.pool.Exec(context.Background(), `INSERT INTO credentials (id, tenant_id, name, acl)
+			SELECT $1, $2, $1, '{}' WHERE EXISTS (SELECT 1 FROM tenants WHERE id = $2) ON CONFLICT DO NOTHING`, c.id, c.tenant); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s, err := proxyproto.NewSigner(secret, nil)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgxlisten"
 
+	"berth.dev/broker/internal/pglisten"
 	"berth.dev/broker/internal/shard"
 	"berth.dev/broker/packet"
 )
@@ -62,17 +63,8 @@ func (n *Node) revoke(cred string) {
 // (re)connect it also closes live connections whose credentials were revoked
 // while it was away.
 func (n *Node) followRevocations(ctx context.Context) error {
-	l := &pgxlisten.Listener{
-		Connect:        func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, n.cfg.DatabaseURL) },
-		LogError:       func(_ context.Context, err error) { n.log.Warn("revocation listener", "err", err) },
-		ReconnectDelay: time.Second,
-	}
-	l.Handle(revocationChannel, revocationHandler{n})
-	err := l.Listen(ctx)
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
+	return pglisten.Run(ctx, pglisten.Config{ConnString: n.cfg.DatabaseURL, AppName: "berth-revocation-listener", Log: n.log},
+		map[string]pgxlisten.Handler{revocationChannel: revocationHandler{n}})
 }
 
 type revocationHandler struct{ n *Node }
@@ -82,23 +74,75 @@ func (h revocationHandler) HandleNotification(_ context.Context, note *pgconn.No
 	return nil
 }
 
+// HandleBacklog runs after every (re)connect of the listener: it may have
+// missed revocations, so every credential the node holds anything of (a
+// live connection, or a session in an open shard, connected or offline)
+// is checked, and those revoked or gone are revoked here.
 func (h revocationHandler) HandleBacklog(ctx context.Context, _ string, conn *pgx.Conn) error {
-	live := h.n.liveCredentials()
-	if len(live) == 0 {
-		return nil
+	held := h.n.liveCredentials()
+	for _, t := range h.n.openTenants() {
+		held = append(held, t.sh.SessionOwners()...)
 	}
-	rows, err := conn.Query(ctx, `SELECT id FROM credentials WHERE id = ANY($1) AND revoked_at IS NOT NULL`, live)
+	dead, err := deadCredentials(ctx, conn, held)
 	if err != nil {
 		return err
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return err
-	}
-	for _, id := range ids {
+	for _, id := range dead {
 		h.n.revoke(id)
 	}
 	return nil
+}
+
+// deadCredentials returns those of ids that are revoked or have no row
+// (deleted): credentials that may hold nothing on the node.
+func deadCredentials(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := q.Query(ctx, `SELECT id FROM unnest($1::text[]) AS u(id)
+		WHERE NOT EXISTS (SELECT 1 FROM credentials c WHERE c.id = u.id AND c.revoked_at IS NULL)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// purgeDeadOwners ends the sessions a freshly opened shard restored for
+// credentials revoked or deleted while no notice reached this node (it
+// was down, or its listener was): the node checks its shard's session
+// owners against Postgres before the connection that opened the shard
+// is served, and revokes the dead ones (their sessions go, their
+// connections are refused). When Postgres does not answer, the sessions
+// stay until the listener's next (re)connect checks them (HandleBacklog).
+func (n *Node) purgeDeadOwners(ctx context.Context, t *tenant) {
+	owners := t.sh.SessionOwners()
+	if len(owners) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	dead, err := deadCredentials(ctx, n.pool, owners)
+	if err != nil {
+		n.log.Warn("session owners not checked", "tenant_id", t.id, "err", err)
+		return
+	}
+	for _, id := range dead {
+		n.log.Info("credential revoked or deleted while away; its sessions go", "tenant_id", t.id, "credential_id", id)
+		n.revoke(id)
+	}
+}
+
+// openTenants returns the tenants whose shards are open.
+func (n *Node) openTenants() []*tenant {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ts := make([]*tenant, 0, len(n.tenants))
+	for _, t := range n.tenants {
+		ts = append(ts, t)
+	}
+	return ts
 }
 
 // purgeRevoked ends the sessions a freshly opened shard restored for

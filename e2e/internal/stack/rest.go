@@ -19,6 +19,9 @@ type Account struct {
 		Slug     string `json:"slug"`
 		Endpoint string `json:"endpoint"`
 	} `json:"tenant"`
+	// Email and Password are what Signup signed up with, for Login.
+	Email    string `json:"-"`
+	Password string `json:"-"`
 }
 
 // Credential is a device credential as the API returns it once.
@@ -69,15 +72,55 @@ func (s *Stack) Do(t testing.TB, method, path, apiKey string, body, out any) int
 	return resp.StatusCode
 }
 
-// Signup creates an account with a unique email.
+// Signup creates an account with a unique email, as a user does: signup
+// (202, the same answer whether or not the email was taken), login, an API
+// key made with the session, and the account's first tenant.
 func (s *Stack) Signup(t testing.TB) Account {
 	t.Helper()
-	var a Account
-	body := map[string]string{"email": "user-" + randomHex(5) + "@example.com", "password": "correct horse battery staple"}
-	if code := s.Do(t, "POST", "/v1/signup", "", body, &a); code != http.StatusCreated {
+	a := Account{Email: "user-" + randomHex(5) + "@example.com", Password: "correct horse battery staple"}
+	body := map[string]string{"email": a.Email, "password": a.Password}
+	if code := s.Do(t, "POST", "/v1/signup", "", body, nil); code != http.StatusAccepted {
 		t.Fatalf("signup: status %d", code)
 	}
+	session := s.Login(t, a)
+	var key struct {
+		Secret string `json:"secret"`
+	}
+	if code := s.Do(t, "POST", "/v1/api-keys", session, map[string]string{"name": "e2e"}, &key); code != http.StatusCreated || key.Secret == "" {
+		t.Fatalf("create API key: status %d", code)
+	}
+	a.APIKey = key.Secret
+	var me struct {
+		ID string `json:"id"`
+	}
+	if code := s.Do(t, "GET", "/v1/account", a.APIKey, nil, &me); code != http.StatusOK {
+		t.Fatalf("account: status %d", code)
+	}
+	a.ID = me.ID
+	var tenants struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if code := s.Do(t, "GET", "/v1/tenants", a.APIKey, nil, &tenants); code != http.StatusOK || len(tenants.Items) != 1 {
+		t.Fatalf("tenants after signup: status %d, %d tenants", code, len(tenants.Items))
+	}
+	if err := json.Unmarshal(tenants.Items[0], &a.Tenant); err != nil {
+		t.Fatal(err)
+	}
 	return a
+}
+
+// Login opens a dashboard session for a and returns its token, which the
+// API takes as a Bearer token like an API key.
+func (s *Stack) Login(t testing.TB, a Account) string {
+	t.Helper()
+	var ses struct {
+		Token string `json:"token"`
+	}
+	body := map[string]string{"email": a.Email, "password": a.Password}
+	if code := s.Do(t, "POST", "/v1/login", "", body, &ses); code != http.StatusCreated || ses.Token == "" {
+		t.Fatalf("login: status %d", code)
+	}
+	return ses.Token
 }
 
 // CreateCredential makes a device credential for a's tenant.

@@ -36,13 +36,17 @@ type Config struct {
 	GatewayID   string
 
 	ConnectTimeout time.Duration // TLS handshake + CONNECT must arrive within this
-	MaxConnectSize int           // bytes; a larger CONNECT is refused unread
+	MaxConnectSize int           // bytes; a larger CONNECT is refused unread, a smaller one read as it arrives
 	DialTimeout    time.Duration // to the node
 
 	PerIPRate   float64 // new connections per second per client IP
 	PerIPBurst  int
 	AcceptRate  float64 // new connections per second, whole gateway
 	AcceptBurst int
+	// MaxPendingPerIP caps the connections of one source (an IPv4
+	// address, an IPv6 /64) that are accepted but not yet authenticated
+	// and relayed; over it a new connection is closed at once, unread.
+	MaxPendingPerIP int
 
 	DefaultMaxConnections int           // for tenants without a quotas row
 	HeartbeatTTL          time.Duration // connection-limit lease TTL
@@ -77,6 +81,7 @@ func DefaultConfig() Config {
 		PerIPBurst:            40,
 		AcceptRate:            2000,
 		AcceptBurst:           4000,
+		MaxPendingPerIP:       64,
 		DefaultMaxConnections: 1000,
 		HeartbeatTTL:          10 * time.Second,
 		DrainGrace:            25 * time.Second,
@@ -111,6 +116,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.PerIPBurst, "per-ip-burst", c.PerIPBurst, "per-IP burst")
 	fs.Float64Var(&c.AcceptRate, "accept-rate", c.AcceptRate, "new connections per second for the whole gateway")
 	fs.IntVar(&c.AcceptBurst, "accept-burst", c.AcceptBurst, "global accept burst")
+	fs.IntVar(&c.MaxPendingPerIP, "max-pending-per-ip", c.MaxPendingPerIP, "connections per client IPv4 address or IPv6 /64 not yet authenticated; more are closed at accept")
 	fs.IntVar(&c.DefaultMaxConnections, "default-max-connections", c.DefaultMaxConnections, "connection limit for tenants without quotas")
 	fs.DurationVar(&c.HeartbeatTTL, "lease-ttl", c.HeartbeatTTL, "connection-limit heartbeat TTL (a dead gateway's slots free after it)")
 	fs.BoolVar(&c.LimitFailClosed, "limit-fail-closed", c.LimitFailClosed, "refuse connections when Redis is unreachable (default admits)")
@@ -186,6 +192,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PerIPRate <= 0 || c.PerIPBurst < 1 || c.AcceptRate <= 0 || c.AcceptBurst < 1 {
 		errs = append(errs, errors.New("rates and bursts must be positive"))
+	}
+	if c.MaxPendingPerIP < 1 {
+		errs = append(errs, errors.New("-max-pending-per-ip must be at least 1"))
 	}
 	if c.TraceSample < 0 || c.TraceSample > 1 {
 		errs = append(errs, errors.New("-trace-sample must be within [0, 1]"))

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,11 +26,19 @@ import (
 // errNotConnect: the first packet was not a CONNECT [MQTT-3.1.0-1].
 var errNotConnect = errors.New("gateway: first packet is not CONNECT")
 
+// connectChunk is the most readConnect allocates ahead of the bytes that
+// arrived: a peer announcing a large CONNECT and sending nothing pins this
+// much, not its Remaining Length.
+const connectChunk = 4 << 10
+
 // readConnect reads exactly one packet from r, byte-exact: the fixed header
 // one byte at a time after the first two, then the body, so nothing after
 // the CONNECT is consumed and the rest of the stream can be spliced. A
-// packet larger than maxSize is refused before its body is read. It
-// returns the whole packet, its fixed header and its body (aliasing it).
+// packet larger than maxSize is refused before its body is read. The
+// buffer grows as the body arrives (connectChunk at first, then doubling,
+// never past the announced size), so what a slow or silent peer pins is
+// about what it sent. It returns the whole packet, its fixed header and
+// its body (aliasing it).
 func readConnect(r io.Reader, maxSize int) (raw []byte, fh packet.FixedHeader, body []byte, err error) {
 	hdr := make([]byte, 2, 5)
 	if _, err := io.ReadFull(r, hdr); err != nil {
@@ -59,22 +68,52 @@ func readConnect(r io.Reader, maxSize int) (raw []byte, fh packet.FixedHeader, b
 	if total > maxSize {
 		return nil, fh, nil, packet.ErrPacketTooLarge
 	}
-	raw = make([]byte, total)
+	raw = make([]byte, n, n+min(fh.Remaining, connectChunk))
 	copy(raw, hdr)
-	if _, err := io.ReadFull(r, raw[n:]); err != nil {
-		return nil, fh, nil, err
+	for len(raw) < total {
+		if len(raw) == cap(raw) {
+			raw = slices.Grow(raw, min(total-len(raw), max(len(raw), connectChunk)))
+		}
+		m, err := r.Read(raw[len(raw):min(cap(raw), total)])
+		raw = raw[:len(raw)+m]
+		if err != nil && len(raw) < total {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, fh, nil, err
+		}
 	}
 	return raw, fh, raw[n:], nil
+}
+
+// decodeRefusal is the refusal of a CONNECT whose body p could not decode
+// (err from packet.Connect.Decode; p.Version as far as it was read).
+func decodeRefusal(p *packet.Connect, err error) refusal {
+	var code packet.ReasonCode
+	errors.As(err, &code)
+	switch {
+	case code == packet.ErrUnsupportedProtocolVersion:
+		return refuseProtocol
+	case code == packet.ErrClientIDNotValid:
+		return refuseClientID
+	case p.Version == packet.Version5:
+		return refuseMalformedV5
+	default:
+		return refuseMalformed
+	}
 }
 
 // handle serves one client connection on client (TCP, TLS after the
 // handshake, or a WebSocket stream, over TLS or not). transport is
 // KindTCP, KindTLS, KindWS or KindWSS; sni is the TLS server name, if any.
 // Along the way it notes what the connect's trace will say (ct); refuse,
-// or the forward to the node, turns that into spans.
-func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport, sni string) {
+// or the forward to the node, turns that into spans. pend is the
+// connection's pending slot (nil-safe): released once the CONNECT is
+// relayed, or when handle returns, whichever is first.
+func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport, sni string, pend *pendingSlot) {
 	g.m.active.Inc()
 	defer g.m.active.Dec()
+	defer pend.release()
 	log := g.log.With("conn_id", g.nextID.Add(1), "remote", client.RemoteAddr().String())
 	deadline := start.Add(g.cfg.ConnectTimeout)
 	client.SetDeadline(deadline)
@@ -104,18 +143,7 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport
 	var p packet.Connect
 	if err := p.Decode(0, fh, body); err != nil {
 		ct.version = p.Version
-		var code packet.ReasonCode
-		errors.As(err, &code)
-		switch {
-		case code == packet.ErrUnsupportedProtocolVersion:
-			g.refuse(client, log, &ct, refuseProtocol, err)
-		case code == packet.ErrClientIDNotValid:
-			g.refuse(client, log, &ct, refuseClientID, err)
-		case p.Version == packet.Version5:
-			g.refuse(client, log, &ct, refuseMalformedV5, err)
-		default:
-			g.refuse(client, log, &ct, refuseMalformed, err)
-		}
+		g.refuse(client, log, &ct, decodeRefusal(&p, err), err)
 		return
 	}
 	ct.version, ct.clientID = p.Version, string(p.ClientID)
@@ -194,7 +222,7 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport
 
 	// Route: dial the node, send it the signed PROXY header and the CONNECT.
 	ct.enter(phaseRoute, time.Now())
-	ct.node = rt.NodeAddr
+	ct.node = rt.NodeID
 	dialer := net.Dialer{Timeout: g.cfg.DialTimeout}
 	node, err := dialer.DialContext(ctx, "tcp", rt.NodeAddr)
 	if err != nil {
@@ -226,6 +254,7 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport
 	}
 	node.SetWriteDeadline(time.Time{})
 	client.SetDeadline(time.Time{}) // from here the node owns keep-alive
+	pend.release()                  // authenticated and relayed: no longer pending
 	now := time.Now()
 	g.m.connects.WithLabelValues(tid, transport).Inc()
 	g.m.latency.WithLabelValues(tid).Observe(now.Sub(start).Seconds())
@@ -317,6 +346,7 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.SetReadLimit(-1) // a stream: MaxConnectSize and the node bound what is read
+	pend, _ := r.Context().Value(pendingKey{}).(*pendingSlot)
 	nc := websocket.NetConn(g.connCtx, c, websocket.MessageBinary)
 	s := &session{client: nc}
 	if !g.track(s) {
@@ -325,5 +355,9 @@ func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	defer g.untrack(s)
 	defer nc.Close()
-	g.handle(s, nc, start, transport, sni)
+	g.handle(s, nc, start, transport, sni, pend)
 }
+
+// pendingKey is the request context key of a WebSocket connection's
+// pending slot (wsServer's ConnContext).
+type pendingKey struct{}

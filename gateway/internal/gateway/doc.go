@@ -6,8 +6,10 @@
 //
 // # A connection's path
 //
-//	accept ──▶ global accept rate, per-IP connect rate   (before any TLS/MQTT work)
-//	   │        refused: closed at once, counted
+//	accept ──▶ global accept rate, per-IP connect rate,  (before any TLS/MQTT work)
+//	   │        pending connections per source ≤ MaxPendingPerIP
+//	   │        refused: closed at once, unread, counted (berth_gateway_rate_limited_total
+//	   │        {scope=global|ip|pending}); the pending cap logs a Warn at most every 10 s
 //	   ▼
 //	tcp  (1883)  nothing more
 //	tls  (8883)  TLS handshake (ALPN mqtt)
@@ -17,7 +19,9 @@
 //	             a failed handshake is counted as reason tls_handshake)
 //	   ▼
 //	read CONNECT: ConnectTimeout deadline, MaxConnectSize cap, exactly the
-//	packet and not one byte more; decoded with berth.dev/broker/packet
+//	packet and not one byte more; the body's buffer grows as its bytes
+//	arrive (4 KiB, then doubling), never to the announced size up front;
+//	decoded with berth.dev/broker/packet
 //	   ▼
 //	auth: password = JWT (jwtauth), user name = sub ── 0x86 / 0x04
 //	revoked credential, unknown tenant,
@@ -32,6 +36,18 @@
 //	or shutdown's grace period ends. TCP↔TCP: io.Copy between the two
 //	*net.TCPConn, which the kernel does with splice(2) (no user-space copy);
 //	TLS and WebSocket (ws, wss): io.CopyBuffer with pooled 32 KiB buffers.
+//
+// # Pending connections
+//
+// A connection is pending (unauthenticated) from accept until its CONNECT
+// is verified and written to the node: the TLS handshake, the WebSocket
+// upgrade (an HTTP connection kept alive without upgrading is pending too,
+// for at most ConnectTimeout idle) and the CONNECT read all count. A
+// source may have MaxPendingPerIP of them (-max-pending-per-ip, default
+// 64): a source is an IPv4 address, or an IPv6 /64 (one host commonly
+// holds a whole /64). Every listener shares the count; relayed
+// connections do not count. The slot is given back on every path:
+// relayed, refused, timed out, closed by either side.
 //
 // The node answers the CONNECT itself (CONNACK and everything after goes
 // straight back to the client); the gateway only ever writes a CONNACK to
@@ -55,10 +71,17 @@
 //	  ├─ parse       read and decode the CONNECT
 //	  ├─ auth        JWT verify, revocation                     credential_id
 //	  ├─ admission   placement and quota lookup, SNI, limit     max_connections
-//	  └─ route       dial the node, PROXY header + CONNECT      node_addr
+//	  └─ route       dial the node, PROXY header + CONNECT      node_id
 //
 // Children run back to back and stop at the phase that refused, which
 // records the error (an exception event and status Error with its text).
+// The tenant reads these spans, so they name no address: the node by its
+// id, never its host:port, and no client or gateway address. A cause from
+// inside the service or the network (node, Redis, Postgres or JWKS down, a
+// read error, the CONNECT deadline, shutdown) is recorded as the refusal's
+// label; the full error goes to the gateway's log. Causes about what the
+// device sent (a malformed CONNECT, a bad token, a server name that is not
+// its tenant's) keep their text.
 // Every span carries tenant_id once the token named it, so package
 // tracing keeps the whole tree per tenant in Postgres. The spans are made
 // when the outcome is known, from times noted on the way: an unsampled

@@ -46,9 +46,13 @@ type Gateway struct {
 	reg  *prometheus.Registry
 	m    *metrics
 	adm  *admission
-	bufs *bufPool
-	tls  *tls.Config // nil without a certificate
-	tr   trace.Tracer
+	pend *pendingIPs
+	// pendLog reports connections refused over MaxPendingPerIP, at most
+	// once per pendLogEvery.
+	pendLog *quietLog
+	bufs    *bufPool
+	tls     *tls.Config // nil without a certificate
+	tr      trace.Tracer
 
 	connCtx    context.Context // cancelled when Shutdown gives up waiting
 	cancelConn context.CancelFunc
@@ -103,13 +107,16 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
+	m := newMetrics(reg)
 	g := &Gateway{
 		cfg:      cfg,
 		d:        d,
 		log:      d.Logger,
 		reg:      reg,
-		m:        newMetrics(reg),
+		m:        m,
 		adm:      newAdmission(&cfg),
+		pend:     newPendingIPs(cfg.MaxPendingPerIP, m.pending),
+		pendLog:  &quietLog{log: d.Logger, every: pendLogEvery},
 		bufs:     newBufPool(),
 		tr:       d.Tracer.Tracer(tracerName),
 		sessions: map[*session]struct{}{},
@@ -212,7 +219,17 @@ func (g *Gateway) wsServer() *http.Server {
 	return &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: g.cfg.ConnectTimeout,
-		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelInfo), // TLS handshake errors, accept retries
+		// A connection that keeps HTTP alive without upgrading stays
+		// pending (unauthenticated): it gets no more time than a CONNECT.
+		IdleTimeout: g.cfg.ConnectTimeout,
+		// serveWS finds the connection's pending slot in its request.
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if slot := pendingSlotOf(c); slot != nil {
+				return context.WithValue(ctx, pendingKey{}, slot)
+			}
+			return ctx
+		},
+		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelInfo), // TLS handshake errors, accept retries
 		ConnState: func(c net.Conn, st http.ConnState) {
 			if tc, ok := c.(*tls.Conn); ok && st == http.StateClosed && !tc.ConnectionState().HandshakeComplete {
 				g.tlsHandshakeFailed()
@@ -320,14 +337,30 @@ func (g *Gateway) untrack(s *session) {
 	g.conns.Done()
 }
 
-// admit applies the accept-time rate limits; a refused conn is closed.
-func (g *Gateway) admit(c net.Conn) bool {
-	ok, scope := g.adm.allow(c.RemoteAddr(), time.Now())
+// pendLogEvery is the least time between two log lines about connections
+// refused over MaxPendingPerIP.
+const pendLogEvery = 10 * time.Second
+
+// admit applies the accept-time rate limits and the cap of pending
+// connections per source; a refused conn is closed before anything is
+// read from it. An admitted conn holds a pending slot (nil when its
+// address is not IP) that its handler releases.
+func (g *Gateway) admit(c net.Conn) (*pendingSlot, bool) {
+	now := time.Now()
+	ok, scope := g.adm.allow(c.RemoteAddr(), now)
 	if !ok {
 		g.m.rateLimited.WithLabelValues(scope).Inc()
 		c.Close()
+		return nil, false
 	}
-	return ok
+	slot, src, ok := g.pend.acquire(c.RemoteAddr())
+	if !ok {
+		g.m.rateLimited.WithLabelValues("pending").Inc()
+		c.Close()
+		g.pendLog.note(now, "connections refused: too many pending from one source", "source", src.String(), "max_pending_per_ip", g.cfg.MaxPendingPerIP)
+		return nil, false
+	}
+	return slot, true
 }
 
 func (g *Gateway) acceptLoop(ln net.Listener, tlsConf *tls.Config) {
@@ -346,19 +379,22 @@ func (g *Gateway) acceptLoop(ln net.Listener, tlsConf *tls.Config) {
 		}
 		delay = 0
 		start := time.Now()
-		if !g.admit(c) {
+		pend, ok := g.admit(c)
+		if !ok {
 			continue
 		}
 		s := &session{client: c}
 		if !g.track(s) {
+			pend.release()
 			c.Close()
 			continue
 		}
 		go func() {
 			defer g.untrack(s)
+			defer pend.release() // after the close: the TLS handshake or CONNECT never came, or was refused
 			defer c.Close()
 			if tlsConf == nil {
-				g.handle(s, c, start, KindTCP, "")
+				g.handle(s, c, start, KindTCP, "", pend)
 				return
 			}
 			tc := tls.Server(c, tlsConf)
@@ -369,7 +405,7 @@ func (g *Gateway) acceptLoop(ln net.Listener, tlsConf *tls.Config) {
 				g.tlsHandshakeFailed()
 				return
 			}
-			g.handle(s, tc, start, KindTLS, tc.ConnectionState().ServerName)
+			g.handle(s, tc, start, KindTLS, tc.ConnectionState().ServerName, pend)
 		}()
 	}
 }

@@ -11,8 +11,9 @@ type metrics struct {
 	connects    *prometheus.CounterVec   // tenant_id, transport (tcp, tls, ws, wss)
 	refusals    *prometheus.CounterVec   // tenant_id, reason
 	latency     *prometheus.HistogramVec // tenant_id: accept to CONNECT forwarded
-	rateLimited *prometheus.CounterVec   // scope: ip, global
+	rateLimited *prometheus.CounterVec   // scope: ip, global, pending
 	active      prometheus.Gauge
+	pending     prometheus.Gauge // unauthenticated connections (pendingIPs)
 	revoked     prometheus.Counter
 }
 
@@ -30,15 +31,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"tenant_id"}),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "berth_gateway_rate_limited_total", Help: "Connections closed at accept by a rate limit.",
+			Name: "berth_gateway_rate_limited_total",
+			Help: "Connections closed at accept: by a rate limit (scope ip, global) or the cap of pending connections per source (scope pending).",
 		}, []string{"scope"}),
 		active: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "berth_gateway_active_connections", Help: "Connections being served (handshaking or relayed).",
+		}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "berth_gateway_pending_connections", Help: "Connections accepted whose CONNECT is not yet verified and relayed.",
 		}),
 		revoked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "berth_gateway_revoked_disconnects_total", Help: "Live connections closed because their credential was revoked.",
 		}),
 	}
-	reg.MustRegister(m.connects, m.refusals, m.latency, m.rateLimited, m.active, m.revoked)
+	reg.MustRegister(m.connects, m.refusals, m.latency, m.rateLimited, m.active, m.pending, m.revoked)
 	return m
 }

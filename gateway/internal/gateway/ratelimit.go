@@ -95,7 +95,9 @@ func addrPort(a net.Addr) netip.AddrPort {
 }
 
 // limitedListener applies admission to a listener handed to http.Server
-// (WebSocket), so refused connections never reach HTTP parsing.
+// (WebSocket), so refused connections never reach HTTP parsing. The
+// connections it returns hold their pending slot until they close (or
+// serveWS relays their CONNECT).
 type limitedListener struct {
 	net.Listener
 	g *Gateway
@@ -107,8 +109,11 @@ func (l limitedListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.g.admit(c) {
-			return c, nil
+		if slot, ok := l.g.admit(c); ok {
+			if slot == nil {
+				return c, nil
+			}
+			return &pendingConn{Conn: c, slot: slot}, nil
 		}
 	}
 }

@@ -3,6 +3,8 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"errors"
+	"net"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -31,7 +33,7 @@ const (
 	keyClientID   = attribute.Key("client_id")
 	keyCredential = attribute.Key("credential_id")
 	keyLimit      = attribute.Key("max_connections") // admission: the tenant's limit
-	keyNode       = attribute.Key("node_addr")       // route: the node dialled
+	keyNode       = attribute.Key("node_id")         // route: the node dialled, by its id (never its address)
 
 	outcomeConnected = "connected"
 	outcomeRefused   = "refused"
@@ -70,7 +72,7 @@ type connTrace struct {
 	credential string
 	limit      int // the tenant's connection limit, once admission looked it up
 	limitKnown bool
-	node       string
+	node       string // the node's id (nodes.id)
 }
 
 // enter ends the current phase at t and begins p.
@@ -117,9 +119,10 @@ func (g *Gateway) traceConnect(ct *connTrace, end time.Time, r *refusal, cause e
 		case phaseRoute:
 			sp.SetAttributes(keyNode.String(ct.node))
 		}
-		if p == ct.cur && cause != nil {
-			sp.RecordError(cause, trace.WithTimestamp(ct.ended[p]))
-			sp.SetStatus(codes.Error, cause.Error())
+		if p == ct.cur && cause != nil && r != nil {
+			pub := spanCause(*r, cause)
+			sp.RecordError(pub, trace.WithTimestamp(ct.ended[p]))
+			sp.SetStatus(codes.Error, pub.Error())
 		}
 		sp.End(trace.WithTimestamp(ct.ended[p]))
 	}
@@ -144,6 +147,25 @@ func (g *Gateway) traceConnect(ct *connTrace, end time.Time, r *refusal, cause e
 	}
 	root.SetAttributes(attrs...)
 	root.End(trace.WithTimestamp(end))
+}
+
+// spanCause is what a refused connect's spans say went wrong. The tenant
+// reads them (GET /v1/tenants/{tid}/traces), so a cause from inside the
+// service (the node, Redis, Postgres, the JWKS endpoint, shutdown) or from
+// the network (its text names the gateway's and the peer's addresses)
+// becomes its refusal's label; the gateway's log keeps the full error.
+// Causes about what the device sent (a malformed CONNECT, its token, its
+// server name, its tenant's limit) are kept: they help the device's owner.
+func spanCause(r refusal, cause error) error {
+	var ne net.Error
+	if errors.As(cause, &ne) {
+		return errors.New(r.label)
+	}
+	switch r {
+	case refuseAuthDown, refuseNoRoute, refuseLimiterDown, refuseNodeDown, refuseShuttingDown, refuseTimeout:
+		return errors.New(r.label)
+	}
+	return cause
 }
 
 // traceParent returns the span context of a W3C traceparent (and

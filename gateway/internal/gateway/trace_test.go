@@ -3,7 +3,9 @@ package gateway
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,8 +171,8 @@ func TestConnectSpans(t *testing.T) {
 			if got := attrs(children[2])[keyLimit]; got != int64(e.cfg.DefaultMaxConnections) {
 				t.Errorf("admission max_connections %v, want the default %d", got, e.cfg.DefaultMaxConnections)
 			}
-			if got := attrs(children[3])[keyNode]; got != e.node.addr() {
-				t.Errorf("route node_addr %v, want %s", got, e.node.addr())
+			if got := attrs(children[3])[keyNode]; got != "node_1" {
+				t.Errorf("route node_id %v, want node_1 (an id, never an address)", got)
 			}
 		})
 	}
@@ -227,8 +229,15 @@ func TestRefusedConnectSpans(t *testing.T) {
 					t.Errorf("phase %s before the failure has status %v", c.Name(), c.Status())
 				}
 			}
-			if tc.reason == "node_unreachable" && attrs(failed)[keyNode] != e.dead {
-				t.Errorf("route node_addr %v, want %s", attrs(failed)[keyNode], e.dead)
+			if tc.reason == "node_unreachable" {
+				// The dial error names the node's address: the span says
+				// only the refusal (the gateway's log has the error).
+				if attrs(failed)[keyNode] != "node_dead" || failed.Status().Description != "node_unreachable" {
+					t.Errorf("route node_id %v, status %q; want node_dead, node_unreachable", attrs(failed)[keyNode], failed.Status().Description)
+				}
+				if msg := fmt.Sprint(failed.Events()[0].Attributes); strings.Contains(msg, e.dead) {
+					t.Errorf("the recorded error names the node's address: %v", msg)
+				}
 			}
 		})
 	}
@@ -406,7 +415,7 @@ func BenchmarkTraceConnect(b *testing.B) {
 				for p := phaseParse; p < numPhases; p++ {
 					ct.enter(p, time.Now())
 				}
-				ct.version, ct.clientID, ct.tenant, ct.credential, ct.node = 5, "dev", tenantAcme, "crd_1", "127.0.0.1:1"
+				ct.version, ct.clientID, ct.tenant, ct.credential, ct.node = 5, "dev", tenantAcme, "crd_1", "node_1"
 				ct.leave(time.Now())
 				g.traceConnect(&ct, time.Now(), &r, errNotConnect)
 			}

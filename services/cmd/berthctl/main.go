@@ -2,8 +2,9 @@
 //
 //	berthctl demo -api http://127.0.0.1:8080 [-email E -password P]
 //
-// demo signs up (or logs in, when the account exists), creates a device
-// credential allowed to publish and subscribe under demo/#, and prints the
+// demo signs up (signup answers alike whether or not the account exists),
+// logs in, makes an API key and a device credential allowed to publish and
+// subscribe under demo/# in the account's first tenant, and prints the
 // values as shell variable assignments: BERTH_API_URL, BERTH_API_KEY,
 // BERTH_TENANT_ID, BERTH_MQTT_ADDR, BERTH_MQTT_USERNAME, BERTH_MQTT_PASSWORD.
 package main
@@ -12,7 +13,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -95,46 +95,39 @@ func (c *client) do(ctx context.Context, method, path, bearer string, in, out an
 }
 
 // demo returns the demo environment, creating the account on first use.
+// Signup answers 202 whether it created the account or the email had one
+// already (a second make run): the login that follows tells, failing for
+// an existing account with another password.
 func demo(ctx context.Context, c *client, email, password string) (string, error) {
-	var key, tenant string
-	var signup struct {
-		APIKey string `json:"api_key"`
-		Tenant struct {
-			ID string `json:"id"`
-		} `json:"tenant"`
-	}
-	err := c.do(ctx, "POST", "/v1/signup", "", map[string]string{"email": email, "password": password}, &signup)
-	var se *statusError
-	switch {
-	case err == nil:
-		key, tenant = signup.APIKey, signup.Tenant.ID
-	case errors.As(err, &se) && se.code == http.StatusConflict:
-		// The account exists (a second make run): log in and make a new key.
-		var login struct {
-			Token string `json:"token"`
-		}
-		if err := c.do(ctx, "POST", "/v1/login", "", map[string]string{"email": email, "password": password}, &login); err != nil {
-			return "", fmt.Errorf("login: %w", err)
-		}
-		var k struct {
-			Secret string `json:"secret"`
-		}
-		if err := c.do(ctx, "POST", "/v1/api-keys", login.Token, map[string]string{"name": "make run"}, &k); err != nil {
-			return "", fmt.Errorf("api key: %w", err)
-		}
-		key = k.Secret
-		var tenants struct {
-			Items []struct {
-				ID string `json:"id"`
-			} `json:"items"`
-		}
-		if err := c.do(ctx, "GET", "/v1/tenants", key, nil, &tenants); err != nil || len(tenants.Items) == 0 {
-			return "", fmt.Errorf("tenants: %v", err)
-		}
-		tenant = tenants.Items[0].ID
-	default:
+	creds := map[string]string{"email": email, "password": password}
+	if err := c.do(ctx, "POST", "/v1/signup", "", creds, nil); err != nil {
 		return "", fmt.Errorf("signup: %w", err)
 	}
+	var login struct {
+		Token string `json:"token"`
+	}
+	if err := c.do(ctx, "POST", "/v1/login", "", creds, &login); err != nil {
+		return "", fmt.Errorf("login (an account with this email and another password exists?): %w", err)
+	}
+	var k struct {
+		Secret string `json:"secret"`
+	}
+	if err := c.do(ctx, "POST", "/v1/api-keys", login.Token, map[string]string{"name": "berthctl demo"}, &k); err != nil {
+		return "", fmt.Errorf("api key: %w", err)
+	}
+	key := k.Secret
+	var tenants struct {
+		Items []struct {
+			ID string `json:"id"`
+		} `json:"items"`
+	}
+	if err := c.do(ctx, "GET", "/v1/tenants", key, nil, &tenants); err != nil {
+		return "", fmt.Errorf("tenants: %w", err)
+	}
+	if len(tenants.Items) == 0 {
+		return "", fmt.Errorf("tenants: the account has none")
+	}
+	tenant := tenants.Items[0].ID
 	var cred struct {
 		Username string `json:"username"`
 		Password string `json:"password"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,6 +25,7 @@ func DefaultHashConcurrency() int { return max(2, runtime.GOMAXPROCS(0)) }
 type HashLimiter struct {
 	slots   chan struct{}
 	maxWait time.Duration
+	runs    atomic.Uint64
 }
 
 // NewHashLimiter returns a limiter running at most n hashes at once; a
@@ -53,6 +55,10 @@ func (l *HashLimiter) Do(ctx context.Context, fn func()) error {
 		}
 	}
 	defer func() { <-l.slots }()
+	l.runs.Add(1)
 	fn()
 	return nil
 }
+
+// Runs returns how many hashes (or checks) the limiter has run.
+func (l *HashLimiter) Runs() uint64 { return l.runs.Load() }

@@ -17,20 +17,26 @@ type signupRequest struct {
 	TenantSlug string `json:"tenant_slug,omitempty"`
 }
 
-type tenantRef struct {
-	ID       string `json:"id"`
-	Slug     string `json:"slug"`
-	Endpoint string `json:"endpoint"`
+// signupAccepted is signup's one answer, the same whether or not the email
+// already has an account, so signup does not tell which emails do.
+type signupAccepted struct {
+	Status string `json:"status"`
+	Detail string `json:"detail"`
 }
 
-type signupResponse struct {
-	AccountID string    `json:"account_id"`
-	APIKey    string    `json:"api_key"`
-	Tenant    tenantRef `json:"tenant"`
+var signupAnswer = signupAccepted{
+	Status: "accepted",
+	Detail: "If this email can be registered, its account and first tenant now exist: log in with the same email and password.",
 }
 
-// signup creates an account, its first API key (shown once) and its first
-// tenant on the free plan.
+// signup creates an account and its first tenant on the free plan. It
+// answers 202 with signupAnswer whether the account was created or the
+// email already had one (then nothing changes): the same status, body and
+// work (an argon2id hash, the same inserts, rolled back), so neither the
+// answer nor its time reveals that an email is registered. The client
+// logs in next (POST /v1/login); for a taken email with another password
+// that fails like any wrong password. Refusals that do not depend on the
+// email (invalid input, a taken tenant_slug, busy) are problems as before.
 func (a *api) signup(w http.ResponseWriter, r *http.Request) error {
 	var req signupRequest
 	if err := decodeJSON(w, r, &req); err != nil {
@@ -56,28 +62,25 @@ func (a *api) signup(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	secret, hash := account.NewSecret(account.PrefixAPIKey)
 	su := &store.Signup{
 		Account: store.Account{
 			ID: store.NewID(store.PrefixAccount), Email: req.Email,
 			PasswordHash: pwHash,
 		},
-		KeyID: store.NewID(store.PrefixAPIKey), KeyName: "signup", KeyHash: hash,
 		Tenant: store.Tenant{ID: store.NewID(store.PrefixTenant), Slug: req.TenantSlug, Plan: free.Name},
 		Quotas: free.Defaults,
 	}
-	if err := a.store.CreateSignup(r.Context(), su); err != nil {
-		var conflict *store.ConflictError
-		if errors.As(err, &conflict) && conflict.Field == "slug" {
-			return &store.ConflictError{Field: "tenant_slug"}
-		}
+	err = a.store.CreateSignup(r.Context(), su)
+	var conflict *store.ConflictError
+	switch {
+	case errors.Is(err, store.ErrEmailTaken):
+		// The same answer as a new account: see above.
+	case errors.As(err, &conflict) && conflict.Field == "slug":
+		return &store.ConflictError{Field: "tenant_slug"}
+	case err != nil:
 		return err
 	}
-	w.Header().Set("Location", "/v1/tenants/"+su.Tenant.ID)
-	return writeJSON(w, http.StatusCreated, signupResponse{
-		AccountID: su.Account.ID, APIKey: secret,
-		Tenant: tenantRef{ID: su.Tenant.ID, Slug: su.Tenant.Slug, Endpoint: a.endpoint(su.Tenant.Slug)},
-	})
+	return writeJSON(w, http.StatusAccepted, signupAnswer)
 }
 
 // randomSlug names a first tenant the user did not name: "t-" and 12
@@ -246,13 +249,24 @@ type accountJSON struct {
 	ID        string    `json:"id"`
 	Email     string    `json:"email"`
 	CreatedAt time.Time `json:"created_at"`
+	// Plans are the plans the account may put tenants on, and TenantLimit
+	// how many tenants it may have: the dashboard offers only these.
+	Plans       []string `json:"plans"`
+	TenantLimit int      `json:"tenant_limit"`
 }
 
-// getAccount answers who the caller is: the dashboard's Settings page shows it.
+// getAccount answers who the caller is and what it is entitled to: the
+// dashboard's Settings page and its new-tenant dialog show it.
 func (a *api) getAccount(w http.ResponseWriter, r *http.Request) error {
-	acc, err := a.store.AccountByID(r.Context(), principalFrom(r.Context()).AccountID)
+	ctx := r.Context()
+	acc, err := a.store.AccountByID(ctx, principalFrom(ctx).AccountID)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, accountJSON{ID: acc.ID, Email: acc.Email, CreatedAt: acc.CreatedAt})
+	limit, err := a.tenantCap(ctx, acc.ID)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, accountJSON{ID: acc.ID, Email: acc.Email, CreatedAt: acc.CreatedAt,
+		Plans: a.entitledPlans(ctx, acc.ID), TenantLimit: limit})
 }

@@ -4,35 +4,40 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
 	"berth.dev/services/internal/account"
 )
 
+// signupAnswer is POST /v1/signup's one answer body.
+const signupAnswer = `{"status":"accepted","detail":"If this email can be registered, its account and first tenant now exist: log in with the same email and password."}` + "\n"
+
 func TestSignup(t *testing.T) {
 	e := newEnv(t)
 	r := e.do(t, "POST", "/v1/signup", "", map[string]string{"email": "ada@example.com", "password": "correct horse battery", "tenant_slug": "ada-home"})
-	want(t, r, http.StatusCreated)
-	var out struct {
-		AccountID string `json:"account_id"`
-		APIKey    string `json:"api_key"`
-		Tenant    struct {
-			ID, Slug, Endpoint string
-		}
+	want(t, r, http.StatusAccepted)
+	if string(r.body) != signupAnswer {
+		t.Fatalf("signup answered %s", r.body)
 	}
-	r.json(t, &out)
-	if !strings.HasPrefix(out.AccountID, "acc_") || !strings.HasPrefix(out.Tenant.ID, "ten_") || !strings.HasPrefix(out.APIKey, account.PrefixAPIKey) {
-		t.Fatalf("ids %+v", out)
+	// The account exists: its owner logs in and finds the first tenant.
+	session := e.login(t, "ada@example.com")
+	var tenants struct {
+		Items []struct{ ID, Slug, Endpoint, Plan string }
 	}
-	if out.Tenant.Slug != "ada-home" || out.Tenant.Endpoint != "ada-home.mqtt.test" {
-		t.Fatalf("tenant %+v", out.Tenant)
+	tr := e.do(t, "GET", "/v1/tenants", session, nil)
+	want(t, tr, http.StatusOK)
+	tr.json(t, &tenants)
+	if len(tenants.Items) != 1 || !strings.HasPrefix(tenants.Items[0].ID, "ten_") || tenants.Items[0].Slug != "ada-home" ||
+		tenants.Items[0].Endpoint != "ada-home.mqtt.test" || tenants.Items[0].Plan != "free" {
+		t.Fatalf("tenants %+v", tenants.Items)
 	}
-	// The key works, and only its hash is stored.
-	want(t, e.do(t, "GET", "/v1/tenants/"+out.Tenant.ID, out.APIKey, nil), http.StatusOK)
-	var stored int
-	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM api_keys WHERE secret_hash = $1`, account.HashSecret(out.APIKey)).Scan(&stored); err != nil || stored != 1 {
-		t.Fatalf("stored hash: %d %v", stored, err)
+	// Signup issues no API key (nobody would see it): the account makes
+	// its own.
+	var keys int
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM api_keys`).Scan(&keys); err != nil || keys != 0 {
+		t.Fatalf("api keys after signup: %d %v", keys, err)
 	}
 	// A generated slug when none is given.
 	u := e.signup("grace@example.com")
@@ -46,9 +51,8 @@ func TestSignup(t *testing.T) {
 		status int
 		field  string
 	}{
-		{"duplicate email", map[string]string{"email": "ada@example.com", "password": "another password"}, 409, "email"},
-		{"duplicate email other case", map[string]string{"email": "ADA@example.com", "password": "another password"}, 409, "email"},
 		{"duplicate slug", map[string]string{"email": "x@example.com", "password": "another password", "tenant_slug": "ada-home"}, 409, "tenant_slug"},
+		{"duplicate slug, registered email", map[string]string{"email": "ada@example.com", "password": "another password", "tenant_slug": "ada-home"}, 409, "tenant_slug"},
 		{"bad email", map[string]string{"email": "not-an-email", "password": "another password"}, 422, "email"},
 		{"email with name", map[string]string{"email": "Ada <a@example.com>", "password": "another password"}, 422, "email"},
 		{"sql in email", map[string]string{"email": "a'; DROP TABLE accounts; --@example.com", "password": "another password"}, 422, "email"},
@@ -241,10 +245,18 @@ func TestAccount(t *testing.T) {
 	u := e.signup("grace@example.com")
 	r := e.do(t, "GET", "/v1/account", u.key, nil)
 	want(t, r, http.StatusOK)
-	var acc struct{ ID, Email string }
+	var acc struct {
+		ID, Email   string
+		Plans       []string
+		TenantLimit int `json:"tenant_limit"`
+	}
 	r.json(t, &acc)
 	if acc.ID == "" || acc.Email != "grace@example.com" {
 		t.Fatalf("account %s", r.body)
+	}
+	// By default an account is entitled to the free plan and its bound.
+	if !slices.Equal(acc.Plans, []string{"free"}) || acc.TenantLimit != 3 {
+		t.Fatalf("entitlement %v, limit %d; want [free], 3", acc.Plans, acc.TenantLimit)
 	}
 	want(t, e.do(t, "GET", "/v1/account", "", nil), http.StatusUnauthorized)
 }

@@ -163,17 +163,34 @@ type user struct {
 	accountID, key, tenantID, slug string
 }
 
+// signup signs up as a client does: POST /v1/signup (202, an answer that
+// says nothing about the account), then a login; it gives the account an
+// API key named "signup" (in the store, so the account's REST write
+// bucket stays full) and finds its first tenant.
 func (e *env) signup(email string) user {
 	e.t.Helper()
-	r := e.do(e.t, "POST", "/v1/signup", "", map[string]string{"email": email, "password": "correct horse battery"})
+	const password = "correct horse battery"
+	want(e.t, e.do(e.t, "POST", "/v1/signup", "", map[string]string{"email": email, "password": password}), http.StatusAccepted)
+	r := e.do(e.t, "POST", "/v1/login", "", map[string]string{"email": email, "password": password})
 	want(e.t, r, http.StatusCreated)
-	var out struct {
+	var ses struct {
 		AccountID string `json:"account_id"`
-		APIKey    string `json:"api_key"`
-		Tenant    struct{ ID, Slug, Endpoint string }
 	}
-	r.json(e.t, &out)
-	return user{accountID: out.AccountID, key: out.APIKey, tenantID: out.Tenant.ID, slug: out.Tenant.Slug}
+	r.json(e.t, &ses)
+	secret, hash := account.NewSecret(account.PrefixAPIKey)
+	if err := e.store.CreateAPIKey(context.Background(), &store.APIKey{ID: store.NewID(store.PrefixAPIKey), AccountID: ses.AccountID, Name: "signup"}, hash); err != nil {
+		e.t.Fatal(err)
+	}
+	r = e.do(e.t, "GET", "/v1/tenants", secret, nil)
+	want(e.t, r, http.StatusOK)
+	var tenants struct {
+		Items []struct{ ID, Slug string }
+	}
+	r.json(e.t, &tenants)
+	if len(tenants.Items) != 1 {
+		e.t.Fatalf("a new account has %d tenants, want 1", len(tenants.Items))
+	}
+	return user{accountID: ses.AccountID, key: secret, tenantID: tenants.Items[0].ID, slug: tenants.Items[0].Slug}
 }
 
 // createCredential makes a credential and returns the answer's fields.

@@ -48,7 +48,7 @@ func TestHealthReadyMetrics(t *testing.T) {
 	m := resp{status: res.StatusCode, header: res.Header, body: body}
 	for _, line := range []string{
 		`berth_api_requests_total{code="200",method="GET",route="/v1/tenants/{tid}"} 1`,
-		`berth_api_requests_total{code="201",method="POST",route="/v1/signup"} 1`,
+		`berth_api_requests_total{code="202",method="POST",route="/v1/signup"} 1`,
 		`berth_api_request_duration_seconds_count{method="GET",route="/v1/tenants/{tid}"} 1`,
 	} {
 		if !strings.Contains(string(m.body), line) {

@@ -4,41 +4,24 @@ import { useAction } from '../hooks/useQuery';
 import { navigate, tenantPath } from '../lib/router';
 import { ProblemView } from '../ui/problem';
 
-// The API key signup returns is shown once, on the first page after signup.
-const signupKeyStorage = 'berth.signup-api-key';
-
-function takeSignupKey(): string | null {
-  const k = sessionStorage.getItem(signupKeyStorage);
-  sessionStorage.removeItem(signupKeyStorage);
-  return k;
-}
-
-/** The API key signup returned, on whichever page the user sees first, once. */
-export function SignupKeyNotice() {
-  const [key] = useState(takeSignupKey);
-  if (!key) return null;
-  return (
-    <div class="notice stack" role="status">
-      <p>
-        Your account's first API key, shown this once. Keep it for scripts (<code>Authorization: Bearer …</code>):
-      </p>
-      <p class="secret">{key}</p>
-    </div>
-  );
-}
-
-/** Sign up and log in: one form, two modes. */
+/**
+ * Sign up and log in: one form, two modes. Signup answers the same whether
+ * or not the email has an account (it does not tell), so both modes then
+ * log in; after a signup the login fails only for an email registered with
+ * another password, which the form then says. API keys are made in Settings.
+ */
 export function AuthPage({ mode, onSignedIn }: { mode: 'login' | 'signup'; onSignedIn: () => void }) {
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');
   const submit = useAction(async () => {
+    if (mode === 'signup') await must(api.POST('/v1/signup', { body: { email, password } }));
+    await must(api.POST('/v1/login', { body: { email, password } }));
     let tid: string | undefined;
     if (mode === 'signup') {
-      const s = await must(api.POST('/v1/signup', { body: { email, password } }));
-      sessionStorage.setItem(signupKeyStorage, s.api_key);
-      tid = s.tenant.id;
+      // The first tenant, made with the account: its Connect page is next.
+      const ts = await must(api.GET('/v1/tenants', { params: { query: { limit: 1 } } }));
+      tid = ts.items?.[0]?.id;
     }
-    await must(api.POST('/v1/login', { body: { email, password } }));
     return { tid };
   });
   const title = mode === 'signup' ? 'Sign up' : 'Log in';

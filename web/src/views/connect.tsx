@@ -9,7 +9,6 @@ import { CopyButton, Snippet } from '../ui/copy';
 import { ProblemView } from '../ui/problem';
 import { Loaded } from '../ui/states';
 import { Table } from '../ui/table';
-import { SignupKeyNotice } from './auth';
 
 type Endpoints = { mqtt?: string | null; mqtts?: string | null; ws?: string | null; wss?: string | null };
 
@@ -60,7 +59,6 @@ export function Connect() {
   return (
     <section>
       <h1 tabIndex={-1}>Connect</h1>
-      <SignupKeyNotice />
       <p class="muted">
         Tenant <strong>{tenant.slug}</strong> ({tenant.id}). Devices send their credential's id as the MQTT username and its token as the password.
       </p>

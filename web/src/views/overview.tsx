@@ -11,7 +11,6 @@ import { QuotaBar } from '../ui/meter';
 import { ProblemView } from '../ui/problem';
 import { Segmented } from '../ui/segmented';
 import { Loading } from '../ui/states';
-import { SignupKeyNotice } from './auth';
 
 /** Today, UTC: one bucket of a day. */
 function today(now: number): Window {
@@ -80,7 +79,6 @@ export function Overview() {
         <h1 tabIndex={-1}>Overview</h1>
         <Segmented label="Time range" value={range} options={rangeOptions} onChange={setRange} />
       </div>
-      <SignupKeyNotice />
       <ProblemView error={now.error} />
       {!d ? (
         <Loading what="Loading live figures" />

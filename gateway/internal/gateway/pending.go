@@ -1,0 +1,152 @@
+package gateway
+
+import (
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// pendingIPs caps the unauthenticated connections of each source: a
+// connection is pending from accept until its CONNECT is verified and
+// written to the tenant's node (or until it closes, whichever is first).
+// A source is an IPv4 address, or the /64 prefix of an IPv6 address (one
+// host usually holds a whole /64, so a per-address cap would be no cap).
+// Entries go when their count reaches zero, so the table is never larger
+// than the number of pending connections.
+type pendingIPs struct {
+	max   int
+	gauge prometheus.Gauge // pending connections, all sources
+
+	mu sync.Mutex
+	n  map[netip.Prefix]int
+}
+
+func newPendingIPs(max int, gauge prometheus.Gauge) *pendingIPs {
+	return &pendingIPs{max: max, gauge: gauge, n: map[netip.Prefix]int{}}
+}
+
+// pendingSource is the key of addr's source: its IPv4 address (/32) or its
+// IPv6 /64; invalid when addr is not an IP address.
+func pendingSource(addr net.Addr) netip.Prefix {
+	ip := addrPort(addr).Addr()
+	if !ip.IsValid() {
+		return netip.Prefix{}
+	}
+	bits := 32
+	if ip.Is6() {
+		bits = 64
+	}
+	p, _ := ip.WithZone("").Prefix(bits)
+	return p
+}
+
+// acquire counts a new pending connection from addr. It returns false
+// (and counts nothing) when addr's source already has max pending. A
+// connection whose address is not IP is not capped (a nil slot).
+func (p *pendingIPs) acquire(addr net.Addr) (*pendingSlot, netip.Prefix, bool) {
+	src := pendingSource(addr)
+	if !src.IsValid() {
+		return nil, src, true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n[src] >= p.max {
+		return nil, src, false
+	}
+	p.n[src]++
+	p.gauge.Inc()
+	return &pendingSlot{p: p, src: src}, src, true
+}
+
+// pending returns how many connections of addr's source are pending.
+func (p *pendingIPs) pending(addr net.Addr) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n[pendingSource(addr)]
+}
+
+// pendingSlot is one pending connection's place in its source's count.
+type pendingSlot struct {
+	p        *pendingIPs
+	src      netip.Prefix
+	released atomic.Bool
+}
+
+// release gives the slot back. It is idempotent and safe on a nil slot, so
+// every path (proxied, refused, timed out, closed) may call it.
+func (s *pendingSlot) release() {
+	if s == nil || !s.released.CompareAndSwap(false, true) {
+		return
+	}
+	p := s.p
+	p.mu.Lock()
+	if p.n[s.src] <= 1 {
+		delete(p.n, s.src)
+	} else {
+		p.n[s.src]--
+	}
+	p.mu.Unlock()
+	p.gauge.Dec()
+}
+
+// pendingConn is a connection handed to http.Server (WebSocket listeners)
+// that gives its pending slot back when it closes; serveWS gives it back
+// sooner, once the CONNECT is relayed. (TCP and TLS connections are not
+// wrapped: the relay needs the bare *net.TCPConn to splice.)
+type pendingConn struct {
+	net.Conn
+	slot *pendingSlot
+}
+
+func (c *pendingConn) Close() error {
+	c.slot.release()
+	return c.Conn.Close()
+}
+
+// pendingSlotOf finds the pending slot of a connection accepted by a
+// limitedListener: c itself, or the connection under its TLS layer.
+func pendingSlotOf(c net.Conn) *pendingSlot {
+	for {
+		switch v := c.(type) {
+		case *pendingConn:
+			return v.slot
+		case interface{ NetConn() net.Conn }: // *tls.Conn
+			c = v.NetConn()
+		default:
+			return nil
+		}
+	}
+}
+
+// quietLog writes a line at most once per interval for an event that can
+// come in floods (a connection refused at accept), saying how many there
+// were since the last line, so a flood costs a counter, not a log line
+// per connection.
+type quietLog struct {
+	log   *slog.Logger
+	every time.Duration
+
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// note logs msg with args at Warn unless a line was written within the
+// interval; then it only counts.
+func (q *quietLog) note(now time.Time, msg string, args ...any) {
+	q.mu.Lock()
+	if !q.last.IsZero() && now.Sub(q.last) < q.every {
+		q.suppressed++
+		q.mu.Unlock()
+		return
+	}
+	n := q.suppressed
+	q.last, q.suppressed = now, 0
+	q.mu.Unlock()
+	q.log.Warn(msg, append(args, "suppressed_since_last", n)...)
+}
