@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -25,6 +24,7 @@ import (
 	"github.com/jackc/pgxlisten"
 
 	"berth.dev/billing/plan"
+	"berth.dev/broker/internal/pglisten"
 )
 
 // Channel is the NOTIFY channel that announces quota changes.
@@ -149,22 +149,8 @@ const ListenerApplicationName = "berth-quota-listener"
 // Run listens for quota changes until ctx ends. connString is the database to
 // LISTEN on (a dedicated connection, not one from the pool).
 func (s *Store) Run(ctx context.Context, connString string) error {
-	cfg, err := pgx.ParseConfig(connString)
-	if err != nil {
-		return err
-	}
-	cfg.RuntimeParams["application_name"] = ListenerApplicationName
-	l := &pgxlisten.Listener{
-		Connect:        func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cfg) },
-		LogError:       func(_ context.Context, err error) { s.log.Warn("quota listener", "err", err) },
-		ReconnectDelay: time.Second,
-	}
-	l.Handle(Channel, s)
-	err = l.Listen(ctx)
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
+	return pglisten.Run(ctx, pglisten.Config{ConnString: connString, AppName: ListenerApplicationName, Log: s.log},
+		map[string]pgxlisten.Handler{Channel: s})
 }
 
 // HandleNotification implements pgxlisten.Handler.

@@ -1,0 +1,51 @@
+// Package pglisten follows Postgres NOTIFY channels on a dedicated
+// connection, reconnecting after a second when it drops. The handlers
+// are pgxlisten's: one that also implements pgxlisten.BacklogHandler is
+// called after every (re)connect, once LISTEN is in place, to re-read
+// what notifications may have been missed while away.
+package pglisten
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgxlisten"
+)
+
+// Config says where to listen and how the listener's session is named
+// (application_name in pg_stat_activity).
+type Config struct {
+	ConnString string
+	AppName    string
+	Log        *slog.Logger
+}
+
+// Run listens on every channel of handlers until ctx ends; it returns nil
+// then, or the error that stopped it (a connection string that does not
+// parse).
+func Run(ctx context.Context, c Config, handlers map[string]pgxlisten.Handler) error {
+	cfg, err := pgx.ParseConfig(c.ConnString)
+	if err != nil {
+		return err
+	}
+	if c.AppName != "" {
+		cfg.RuntimeParams["application_name"] = c.AppName
+	}
+	l := &pgxlisten.Listener{
+		Connect: func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cfg) },
+		LogError: func(_ context.Context, err error) {
+			c.Log.Warn("notification listener", "listener", c.AppName, "err", err)
+		},
+		ReconnectDelay: time.Second,
+	}
+	for ch, h := range handlers {
+		l.Handle(ch, h)
+	}
+	err = l.Listen(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
