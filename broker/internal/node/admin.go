@@ -88,6 +88,10 @@ func (n *Node) handlePublish(w http.ResponseWriter, r *http.Request, t *tenant) 
 	// has checked the caller).
 	l := &httpLimiter{tenantAdmission: tenantAdmission{t.limits}}
 	_, err := t.sh.PublishLimited(req.Topic, payload, req.QoS, req.Retain, props, l)
+	if rr := (*shard.RuleRefusal)(nil); errors.As(err, &rr) {
+		writeRuleRefusal(w, rr) // topicrules.go
+		return
+	}
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusAccepted, map[string]bool{"accepted": true})
@@ -213,6 +217,8 @@ func (n *Node) applyQuotas(tenantID string, q plan.Quotas) {
 	t.limits.set(q)
 	t.traces.SetRate(n.quotas.TraceSampleRate(tenantID))
 	t.sh.SetLimits(int(q.MaxInflight), int(q.MaxQueuedBytes)) // live sessions follow
+	t.sh.SetSessionCaps(sessionCaps(q))                       // new sessions, expiry intervals
+	t.sh.SetMaxPacketSize(maxPacketSize(q))                   // the next packet each connection reads
 	t.sh.SetRetention(retention(q))                           // applied at the next checkpoint
 	n.log.Info("quotas updated", "tenant_id", t.id, "max_message_size", q.MaxMessageSize, "max_msgs_per_sec", q.MaxMsgsPerSec,
 		"retention_bytes", q.RetentionBytes, "retention_seconds", q.RetentionSeconds)

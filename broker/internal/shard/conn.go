@@ -192,7 +192,7 @@ func (c *conn) readLoop() (sendWill bool) {
 				}
 			}
 		}
-		fh, body, err := c.rd.ReadPacket(s.opts.MaxPacketSize)
+		fh, body, err := c.rd.ReadPacket(s.maxPacketSize())
 		if err != nil {
 			c.fail(readErrorReason(err), err)
 			return true

@@ -44,31 +44,48 @@ type Limiter interface {
 // answers PINGREQ within its keepalive.
 const maxThrottle = time.Second
 
-// admitPublish applies the connection's limiter and the retained quota to
-// an inbound PUBLISH. It returns a per-message refusal code (CodeSuccess
-// to go on) or an error that ends the connection.
-func (c *conn) admitPublish(name []byte, p *packet.Publish) (packet.ReasonCode, error) {
+// admitPublish applies the topic rule governing the message
+// (topicrules.go), the connection's limiter and the retained quota to an
+// inbound PUBLISH. It returns a per-message refusal code (CodeSuccess to go
+// on) with the reason to count it under, or an error that ends the
+// connection.
+func (c *conn) admitPublish(name []byte, p *packet.Publish) (packet.ReasonCode, DropReason, error) {
 	s := c.shard
 	s.topics.add(name, len(p.Payload))
+	var wait time.Duration
+	if r := s.ruleFor(name); r != nil {
+		code, d, err := c.admitRule(r, p)
+		if code != packet.CodeSuccess || err != nil {
+			return code, DropTopicRate, err
+		}
+		wait = d
+	}
 	l := c.info.Limiter
 	if l == nil {
-		return packet.CodeSuccess, nil
+		throttle(wait)
+		return packet.CodeSuccess, 0, nil
 	}
-	code, wait := l.AdmitPublish(len(p.Payload), c.version)
+	code, lwait := l.AdmitPublish(len(p.Payload), c.version)
 	switch code {
 	case packet.CodeSuccess:
-		if wait > 0 {
-			time.Sleep(min(wait, maxThrottle))
-		}
+		throttle(max(wait, lwait))
 	case packet.ErrQuotaExceeded:
-		return code, nil
+		return code, DropQuotaExceeded, nil
 	default:
-		return code, code // disconnect with this reason
+		return code, DropQuotaExceeded, code // disconnect with this reason
 	}
 	if p.Retain && s.overRetained(l, string(name), len(p.Payload)) {
-		return packet.ErrQuotaExceeded, nil
+		return packet.ErrQuotaExceeded, DropQuotaExceeded, nil
 	}
-	return packet.CodeSuccess, nil
+	return packet.CodeSuccess, 0, nil
+}
+
+// throttle pauses a connection's reads (an MQTT 3.1.1 publisher over a
+// rate), at most maxThrottle at a time.
+func throttle(wait time.Duration) {
+	if wait > 0 {
+		time.Sleep(min(wait, maxThrottle))
+	}
 }
 
 // tenantRetained counts the retained messages the tenant's clients own:
@@ -217,6 +234,17 @@ func (st *topicStat) rates(now int64) (msgs, bytes uint64, mps, bps float64) {
 	mps, bps = st.window.rates(now)
 	return st.msgs.Load(), st.bytes.Load(), mps, bps
 }
+
+// SetMaxPacketSize changes the largest packet accepted from a client
+// (Options.MaxPacketSize) live: the next packet every connection reads is
+// bounded by it, and later CONNACKs announce it. n <= 0 leaves it.
+func (s *Shard) SetMaxPacketSize(n int) {
+	if n > 0 {
+		s.maxPacket.Store(int64(n))
+	}
+}
+
+func (s *Shard) maxPacketSize() int { return int(s.maxPacket.Load()) }
 
 // SetLimits changes the outbound inflight window cap (Options.MaxInflight)
 // and the per-session queue bound in bytes (Options.MaxQueuedBytes) of the
