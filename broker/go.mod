@@ -54,7 +54,7 @@ require (
 )
 
 require (
-	berth.dev/billing v0.0.0
+	berth.dev/quotas v0.0.0
 	berth.dev/testenv v0.0.0
 	github.com/coder/websocket v1.8.15
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -68,4 +68,4 @@ replace berth.dev/testenv => ../testenv
 
 replace berth.dev/migrations => ../migrations
 
-replace berth.dev/billing => ../billing
+replace berth.dev/quotas => ../quotas

@@ -22,6 +22,7 @@ require (
 
 require (
 	berth.dev/migrations v0.0.0 // indirect
+	berth.dev/quotas v0.0.0
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -57,8 +58,9 @@ require (
 )
 
 replace (
-	berth.dev/billing => ../billing
 	berth.dev/broker => ../broker
 	berth.dev/migrations => ../migrations
 	berth.dev/testenv => ../testenv
 )
+
+replace berth.dev/quotas => ../quotas

@@ -16,6 +16,7 @@ require (
 )
 
 require (
+	berth.dev/quotas v0.0.0
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -45,3 +46,5 @@ replace (
 	berth.dev/testenv => ../testenv
 	berth.dev/web => ../web
 )
+
+replace berth.dev/quotas => ../quotas

@@ -3,6 +3,8 @@ package plan
 import (
 	"errors"
 	"testing"
+
+	"berth.dev/quotas"
 )
 
 func TestDefaultsLieWithinEveryPlansBounds(t *testing.T) {
@@ -19,11 +21,11 @@ func TestDefaultsLieWithinEveryPlansBounds(t *testing.T) {
 
 func TestCheckNamesTheOffendingQuota(t *testing.T) {
 	p, _ := Lookup("free")
-	for _, f := range Fields {
+	for _, f := range quotas.Fields {
 		for _, bad := range []int64{0, -1, *f.Get(&p.Max) + 1} {
 			q := p.Defaults
 			*f.Get(&q) = bad
-			var be *BoundError
+			var be *quotas.BoundError
 			if err := p.Check(q); !errors.As(err, &be) || be.Field != f.Name || be.Value != bad {
 				t.Errorf("%s=%d: err = %v, want BoundError on that field", f.Name, bad, err)
 			}

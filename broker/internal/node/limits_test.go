@@ -4,16 +4,15 @@ import (
 	"testing"
 	"time"
 
-	"berth.dev/billing/plan"
 	"berth.dev/broker/internal/acl"
+	"berth.dev/broker/internal/tenanttest"
 	"berth.dev/broker/packet"
 )
 
 // publishChecks is what the shard runs for every inbound PUBLISH on a node
 // connection: the credential's ACL, then the tenant's and client's quotas.
 func publishChecks(b testing.TB) func() {
-	pro, _ := plan.Lookup("pro")
-	q := pro.Defaults
+	q := tenanttest.Pro()
 	q.MaxMsgsPerSec, q.ClientMsgsPerSec = 1e9, 1e9 // measure the checks, not refusals
 	q.MaxBytesPerSec, q.ClientBytesPerSec = 1e12, 1e12
 	q.MonthlyMessages = 1 << 62
@@ -48,8 +47,7 @@ func BenchmarkPublishChecks(b *testing.B) {
 // TestMonthlyQuotaRollsOver: the monthly messages count starts again at
 // the UTC calendar month boundary while the tenant's limits stay live.
 func TestMonthlyQuotaRollsOver(t *testing.T) {
-	pro, _ := plan.Lookup("pro")
-	q := pro.Defaults
+	q := tenanttest.Pro()
 	q.MaxMsgsPerSec, q.ClientMsgsPerSec = 1e9, 1e9
 	q.MaxBytesPerSec, q.ClientBytesPerSec = 1e12, 1e12
 	q.MonthlyMessages = 3

@@ -3,7 +3,7 @@ package node
 import (
 	"math"
 
-	"berth.dev/billing/plan"
+	"berth.dev/quotas"
 )
 
 // sessionCaps maps a tenant's max_sessions and max_session_expiry quotas
@@ -12,7 +12,7 @@ import (
 // return code 3), and no session outlives its connection by more than
 // max_session_expiry seconds, MQTT 3.1.1 clean-session-0 ones included.
 // A quotas row without them (0) caps nothing.
-func sessionCaps(q plan.Quotas) (maxSessions int, maxExpiry uint32) {
+func sessionCaps(q quotas.Quotas) (maxSessions int, maxExpiry uint32) {
 	return int(min(max(q.MaxSessions, 0), math.MaxInt32)),
 		uint32(min(max(q.MaxSessionExpiry, 0), math.MaxUint32))
 }

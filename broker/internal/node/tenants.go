@@ -8,13 +8,13 @@ import (
 	"sync"
 	"time"
 
-	"berth.dev/billing/plan"
 	"berth.dev/broker/internal/msgtrace"
 	"berth.dev/broker/internal/quota"
 	"berth.dev/broker/internal/shard"
 	"berth.dev/broker/internal/store"
 	"berth.dev/broker/internal/usage"
 	"berth.dev/broker/packet"
+	"berth.dev/quotas"
 )
 
 // tenant is one tenant's shard on this node and what the node tracks of it.
@@ -58,10 +58,10 @@ const packetHeadroom = 64 << 10
 // maxPacketSize is the largest packet the tenant's shard reads: the message
 // size quota is on the payload (the limiter enforces it exactly, with
 // 0x95), so the packet bound leaves room for the rest of a PUBLISH.
-func maxPacketSize(q plan.Quotas) int { return int(q.MaxMessageSize) + packetHeadroom }
+func maxPacketSize(q quotas.Quotas) int { return int(q.MaxMessageSize) + packetHeadroom }
 
 // shardOptions maps a tenant's quotas onto its shard's limits.
-func shardOptions(q plan.Quotas, n *Node, tenantID string) shard.Options {
+func shardOptions(q quotas.Quotas, n *Node, tenantID string) shard.Options {
 	maxSessions, maxExpiry := sessionCaps(q)
 	return shard.Options{
 		Logger:                    n.log.With("tenant_id", tenantID),
@@ -85,7 +85,7 @@ func shardOptions(q plan.Quotas, n *Node, tenantID string) shard.Options {
 }
 
 // retention is the message-log retention of a tenant's quotas.
-func retention(q plan.Quotas) shard.Retention {
+func retention(q quotas.Quotas) shard.Retention {
 	return shard.Retention{Bytes: q.RetentionBytes, Age: time.Duration(q.RetentionSeconds) * time.Second}
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
-	"berth.dev/billing/plan"
 	"berth.dev/broker/internal/tenanttest"
 	"berth.dev/testenv"
 )
@@ -108,12 +107,9 @@ func TestDeviceCannotForceSamplingPastCap(t *testing.T) {
 	t.Parallel()
 	const traceCap, messages = 10, 200
 	n := startNodeCfg(t, testenv.DatabaseURL(t), t.TempDir(), true, func(c *Config) { c.TraceCap = traceCap })
-	q, err := plan.Lookup("business")
-	if err != nil {
-		t.Fatal(err)
-	}
-	q.Defaults.ClientMsgsPerSec, q.Defaults.MaxMsgsPerSec = 1e6, 1e6 // only the trace cap may hold the device back
-	tenanttest.Seed(t, n.pool, "ten_t", q.Defaults)
+	q := tenanttest.Business()
+	q.ClientMsgsPerSec, q.MaxMsgsPerSec = 1e6, 1e6 // only the trace cap may hold the device back
+	tenanttest.Seed(t, n.pool, "ten_t", q)
 	c := cred{tenant: "ten_t", id: "crd_t", acl: allowAll}
 	got := make(chan string, messages)
 	subscribe(t, n.mqtt5(t, c, "sub", got), "dev/#")

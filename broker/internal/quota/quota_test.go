@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"berth.dev/billing/plan"
 	"berth.dev/broker/internal/tenanttest"
+	"berth.dev/quotas"
 	"berth.dev/testenv"
 )
 
@@ -63,14 +63,14 @@ func TestBucketTakeAllocatesNothing(t *testing.T) {
 	}
 }
 
-func seedTenant(t *testing.T, pool *pgxpool.Pool, id string, q plan.Quotas) {
+func seedTenant(t *testing.T, pool *pgxpool.Pool, id string, q quotas.Quotas) {
 	t.Helper()
 	tenanttest.Seed(t, pool, id, q)
 }
 
 type change struct {
 	tenant string
-	q      plan.Quotas
+	q      quotas.Quotas
 }
 
 func startStore(t *testing.T) (*Store, *pgxpool.Pool, chan change) {
@@ -82,7 +82,7 @@ func startStore(t *testing.T) (*Store, *pgxpool.Pool, chan change) {
 	}
 	t.Cleanup(pool.Close)
 	changes := make(chan change, 16)
-	s := NewStore(pool, slog.New(slog.NewTextHandler(io.Discard, nil)), func(id string, q plan.Quotas) { changes <- change{id, q} })
+	s := NewStore(pool, slog.New(slog.NewTextHandler(io.Discard, nil)), func(id string, q quotas.Quotas) { changes <- change{id, q} })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx, url) }()
@@ -114,12 +114,12 @@ func TestQuotaChangesArriveLiveThroughNotify(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, pool, changes := startStore(t)
-	free, _ := plan.Lookup("free")
-	seedTenant(t, pool, "ten_a", free.Defaults)
-	seedTenant(t, pool, "ten_b", free.Defaults)
+	free := tenanttest.Free()
+	seedTenant(t, pool, "ten_a", free)
+	seedTenant(t, pool, "ten_b", free)
 
 	q, err := s.Get(ctx, "ten_a")
-	if err != nil || q != free.Defaults {
+	if err != nil || q != free {
 		t.Fatalf("Get = %+v, %v; want the seeded defaults", q, err)
 	}
 	// The listener must be attached before the NOTIFY; retry the update
@@ -165,8 +165,8 @@ func TestListenerReconnectRereadsHeldTenants(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, pool, changes := startStore(t)
-	free, _ := plan.Lookup("free")
-	seedTenant(t, pool, "ten_a", free.Defaults)
+	free := tenanttest.Free()
+	seedTenant(t, pool, "ten_a", free)
 	if _, err := s.Get(ctx, "ten_a"); err != nil {
 		t.Fatal(err)
 	}

@@ -23,8 +23,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgxlisten"
 
-	"berth.dev/billing/plan"
 	"berth.dev/broker/internal/pglisten"
+	"berth.dev/quotas"
 )
 
 // Channel is the NOTIFY channel that announces quota changes.
@@ -39,20 +39,20 @@ type Store struct {
 	log  *slog.Logger
 
 	mu       sync.Mutex
-	tenants  map[string]plan.Quotas
+	tenants  map[string]quotas.Quotas
 	rates    map[string]float64 // trace_sample_rate of the held tenants
-	onChange func(tenantID string, q plan.Quotas)
+	onChange func(tenantID string, q quotas.Quotas)
 }
 
 // NewStore returns a Store reading from pool. onChange, if not nil, is called
 // (outside any lock) whenever a held tenant's quotas change.
-func NewStore(pool *pgxpool.Pool, log *slog.Logger, onChange func(tenantID string, q plan.Quotas)) *Store {
-	return &Store{pool: pool, log: log, tenants: make(map[string]plan.Quotas), rates: make(map[string]float64), onChange: onChange}
+func NewStore(pool *pgxpool.Pool, log *slog.Logger, onChange func(tenantID string, q quotas.Quotas)) *Store {
+	return &Store{pool: pool, log: log, tenants: make(map[string]quotas.Quotas), rates: make(map[string]float64), onChange: onChange}
 }
 
 var selectQuotas = func() string {
-	cols := make([]string, len(plan.Fields))
-	for i, f := range plan.Fields {
+	cols := make([]string, len(quotas.Fields))
+	for i, f := range quotas.Fields {
 		cols[i] = f.Name
 	}
 	return "SELECT " + strings.Join(cols, ", ") + ", t.trace_sample_rate FROM quotas q JOIN tenants t ON t.id = q.tenant_id WHERE q.tenant_id = $1"
@@ -60,11 +60,11 @@ var selectQuotas = func() string {
 
 func load(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, tenantID string) (plan.Quotas, float64, error) {
-	var out plan.Quotas
+}, tenantID string) (quotas.Quotas, float64, error) {
+	var out quotas.Quotas
 	var rate float64
-	dst := make([]any, len(plan.Fields), len(plan.Fields)+1)
-	for i, f := range plan.Fields {
+	dst := make([]any, len(quotas.Fields), len(quotas.Fields)+1)
+	for i, f := range quotas.Fields {
 		dst[i] = f.Get(&out)
 	}
 	if err := q.QueryRow(ctx, selectQuotas, tenantID).Scan(append(dst, &rate)...); err != nil {
@@ -78,7 +78,7 @@ func load(ctx context.Context, q interface {
 
 // Get returns the tenant's quotas, reading them on first use and holding them
 // (and following their changes) from then on.
-func (s *Store) Get(ctx context.Context, tenantID string) (plan.Quotas, error) {
+func (s *Store) Get(ctx context.Context, tenantID string) (quotas.Quotas, error) {
 	s.mu.Lock()
 	q, ok := s.tenants[tenantID]
 	s.mu.Unlock()

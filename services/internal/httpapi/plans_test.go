@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"berth.dev/billing/plan"
+	"berth.dev/quotas"
 	"berth.dev/services/internal/httpapi"
 )
 
@@ -155,7 +156,7 @@ func TestDowngradeClampsToTheNewPlan(t *testing.T) {
 	want(t, e.do(t, "PATCH", "/v1/tenants/"+tid, u.key, map[string]string{"plan": "free"}), http.StatusOK)
 	waitNotify(t, conn, "berth_quotas", tid)
 
-	var got struct{ Quotas plan.Quotas }
+	var got struct{ Quotas quotas.Quotas }
 	e.do(t, "GET", "/v1/tenants/"+tid+"/quotas", u.key, nil).json(t, &got)
 	wantQ := free.Max
 	wantQ.MaxInflight = 5

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"berth.dev/billing/plan"
+	"berth.dev/quotas"
 )
 
 // The session caps are quotas like the others: set live within the plan's
@@ -15,7 +16,7 @@ func TestSessionCapQuotas(t *testing.T) {
 	u := e.signup("sessions@example.com")
 	path := "/v1/tenants/" + u.tenantID + "/quotas"
 	free, _ := plan.Lookup("free")
-	var got struct{ Quotas, Max plan.Quotas }
+	var got struct{ Quotas, Max quotas.Quotas }
 	e.do(t, "GET", path, u.key, nil).json(t, &got)
 	if got.Quotas.MaxSessions != free.Defaults.MaxSessions || got.Quotas.MaxSessionExpiry != free.Defaults.MaxSessionExpiry ||
 		got.Max.MaxSessions != free.Max.MaxSessions || got.Max.MaxSessionExpiry != free.Max.MaxSessionExpiry {

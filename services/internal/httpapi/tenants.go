@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"berth.dev/billing/plan"
+	"berth.dev/quotas"
 	"berth.dev/services/internal/store"
 )
 
@@ -177,10 +178,10 @@ func (a *api) deleteTenant(w http.ResponseWriter, r *http.Request) error {
 }
 
 type quotasJSON struct {
-	Plan      string      `json:"plan"`
-	Quotas    plan.Quotas `json:"quotas"`
-	Max       plan.Quotas `json:"max"`
-	UpdatedAt time.Time   `json:"updated_at"`
+	Plan      string        `json:"plan"`
+	Quotas    quotas.Quotas `json:"quotas"`
+	Max       quotas.Quotas `json:"max"`
+	UpdatedAt time.Time     `json:"updated_at"`
 }
 
 func (a *api) getQuotas(w http.ResponseWriter, r *http.Request) error {

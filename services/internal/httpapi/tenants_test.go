@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"berth.dev/billing/plan"
+	"berth.dev/quotas"
 	"berth.dev/services/internal/httpapi"
 	"berth.dev/services/internal/store"
 )
@@ -112,7 +113,7 @@ func TestTenantCRUD(t *testing.T) {
 		t.Fatalf("tenant %+v", tn)
 	}
 	pro, _ := plan.Lookup("pro")
-	var q struct{ Quotas plan.Quotas }
+	var q struct{ Quotas quotas.Quotas }
 	e.do(t, "GET", "/v1/tenants/"+tn.ID+"/quotas", u.key, nil).json(t, &q)
 	if q.Quotas != pro.Defaults {
 		t.Fatalf("quotas %+v, want pro defaults", q.Quotas)
@@ -194,8 +195,8 @@ func TestQuotas(t *testing.T) {
 	free, _ := plan.Lookup("free")
 	var got struct {
 		Plan   string
-		Quotas plan.Quotas
-		Max    plan.Quotas
+		Quotas quotas.Quotas
+		Max    quotas.Quotas
 	}
 	r := e.do(t, "GET", path, u.key, nil)
 	want(t, r, http.StatusOK)

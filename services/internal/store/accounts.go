@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"berth.dev/billing/plan"
+	"berth.dev/quotas"
 )
 
 // Account is a customer login.
@@ -26,7 +26,7 @@ type Signup struct {
 	KeyName string
 	KeyHash []byte
 	Tenant  Tenant
-	Quotas  plan.Quotas
+	Quotas  quotas.Quotas
 }
 
 // ErrEmailTaken is returned by CreateSignup when the email already has an

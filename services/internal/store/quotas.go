@@ -8,19 +8,19 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"berth.dev/billing/plan"
+	"berth.dev/quotas"
 )
 
-func quotaArgs(tid string, q *plan.Quotas) []any {
+func quotaArgs(tid string, q *quotas.Quotas) []any {
 	args := []any{tid}
-	for _, f := range plan.Fields {
+	for _, f := range quotas.Fields {
 		args = append(args, *f.Get(q))
 	}
 	return args
 }
 
-func insertQuotas(ctx context.Context, q querier, tid string, qs plan.Quotas) error {
-	ph := make([]string, len(plan.Fields)+1)
+func insertQuotas(ctx context.Context, q querier, tid string, qs quotas.Quotas) error {
+	ph := make([]string, len(quotas.Fields)+1)
 	for i := range ph {
 		ph[i] = fmt.Sprintf("$%d", i+1)
 	}
@@ -30,9 +30,9 @@ func insertQuotas(ctx context.Context, q querier, tid string, qs plan.Quotas) er
 	return err
 }
 
-func updateQuotas(ctx context.Context, q querier, tid string, qs plan.Quotas) (time.Time, error) {
-	sets := make([]string, len(plan.Fields))
-	for i, f := range plan.Fields {
+func updateQuotas(ctx context.Context, q querier, tid string, qs quotas.Quotas) (time.Time, error) {
+	sets := make([]string, len(quotas.Fields))
+	for i, f := range quotas.Fields {
 		sets[i] = fmt.Sprintf("%s = $%d", f.Name, i+2)
 	}
 	var updated time.Time
@@ -45,11 +45,11 @@ func updateQuotas(ctx context.Context, q querier, tid string, qs plan.Quotas) (t
 	return updated, notify(ctx, q, ChannelQuotas, tid)
 }
 
-func quotas(ctx context.Context, q querier, tid string) (plan.Quotas, time.Time, error) {
-	var qs plan.Quotas
+func readQuotas(ctx context.Context, q querier, tid string) (quotas.Quotas, time.Time, error) {
+	var qs quotas.Quotas
 	var updated time.Time
-	dest := make([]any, 0, len(plan.Fields)+1)
-	for _, f := range plan.Fields {
+	dest := make([]any, 0, len(quotas.Fields)+1)
+	for _, f := range quotas.Fields {
 		dest = append(dest, f.Get(&qs))
 	}
 	dest = append(dest, &updated)
@@ -58,14 +58,14 @@ func quotas(ctx context.Context, q querier, tid string) (plan.Quotas, time.Time,
 }
 
 // Quotas returns a tenant's live quotas and when they last changed.
-func (s *Store) Quotas(ctx context.Context, tid string) (plan.Quotas, time.Time, error) {
-	q, updated, err := quotas(ctx, s.pool, tid)
+func (s *Store) Quotas(ctx context.Context, tid string) (quotas.Quotas, time.Time, error) {
+	q, updated, err := readQuotas(ctx, s.pool, tid)
 	return q, updated, classify("quotas", err)
 }
 
 // SetQuotas replaces a tenant's quotas and announces the change on
 // berth_quotas in the same transaction. The caller checks plan bounds.
-func (s *Store) SetQuotas(ctx context.Context, tid string, q plan.Quotas) (time.Time, error) {
+func (s *Store) SetQuotas(ctx context.Context, tid string, q quotas.Quotas) (time.Time, error) {
 	var updated time.Time
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"berth.dev/billing/plan"
+	"berth.dev/quotas"
 )
 
 // Tenant is an isolated MQTT namespace with its own endpoint.
@@ -50,7 +51,7 @@ func (e *TenantLimitError) Error() string {
 // lock, so under READ COMMITTED it sees every tenant committed before the
 // lock was granted: two concurrent creations never both take the last
 // place.
-func (s *Store) CreateTenant(ctx context.Context, t *Tenant, q plan.Quotas, maxTenants int) error {
+func (s *Store) CreateTenant(ctx context.Context, t *Tenant, q quotas.Quotas, maxTenants int) error {
 	return classify("create tenant", s.inTx(ctx, func(tx pgx.Tx) error {
 		var one int
 		if err := tx.QueryRow(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR NO KEY UPDATE`, t.AccountID).Scan(&one); err != nil {
@@ -67,7 +68,7 @@ func (s *Store) CreateTenant(ctx context.Context, t *Tenant, q plan.Quotas, maxT
 	}))
 }
 
-func createTenant(ctx context.Context, tx pgx.Tx, t *Tenant, q plan.Quotas) error {
+func createTenant(ctx context.Context, tx pgx.Tx, t *Tenant, q quotas.Quotas) error {
 	node, err := placeNode(ctx, tx)
 	if err != nil {
 		return err
@@ -161,11 +162,11 @@ func (s *Store) UpdateTenant(ctx context.Context, accountID, tid string, u Tenan
 				return err
 			}
 			t.Plan = p.Name
-			q, _, err := quotas(ctx, tx, tid)
+			q, _, err := readQuotas(ctx, tx, tid)
 			if err != nil {
 				return err
 			}
-			for _, f := range plan.Fields {
+			for _, f := range quotas.Fields {
 				v, hi := f.Get(&q), *f.Get(&p.Max)
 				*v = min(max(*v, 1), hi)
 			}
@@ -180,15 +181,15 @@ func (s *Store) UpdateTenant(ctx context.Context, accountID, tid string, u Tenan
 
 // DeleteTenant deletes a tenant (its credentials, quotas and topic rules go
 // with it), leaves its tombstone in deleted_tenants (its usage stays the
-// account's) and announces it: berth_placement to gateways (routing),
-// berth_tenants_deleted to nodes (disconnect, close, erase; see
-// docs/contracts.md).
+// account's; its plan is kept there for billing) and announces it:
+// berth_placement to gateways (routing), berth_tenants_deleted to nodes
+// (disconnect, close, erase; see docs/contracts.md).
 func (s *Store) DeleteTenant(ctx context.Context, accountID, tid string) error {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `WITH gone AS (
-				DELETE FROM tenants WHERE id = $1 AND account_id = $2 RETURNING id, account_id, slug, created_at
+				DELETE FROM tenants WHERE id = $1 AND account_id = $2 RETURNING id, account_id, slug, plan, created_at
 			)
-			INSERT INTO deleted_tenants (id, account_id, slug, created_at) SELECT id, account_id, slug, created_at FROM gone`,
+			INSERT INTO deleted_tenants (id, account_id, slug, plan, created_at) SELECT id, account_id, slug, plan, created_at FROM gone`,
 			tid, accountID)
 		if err != nil {
 			return err
@@ -292,10 +293,10 @@ func (s *Store) UpsertNode(ctx context.Context, n Node) error {
 	return classify("upsert node", err)
 }
 
-// quotaColumns is the quota column list in plan.Fields order.
+// quotaColumns is the quota column list in quotas.Fields order.
 var quotaColumns = func() string {
-	names := make([]string, len(plan.Fields))
-	for i, f := range plan.Fields {
+	names := make([]string, len(quotas.Fields))
+	for i, f := range quotas.Fields {
 		names[i] = f.Name
 	}
 	return strings.Join(names, ", ")

@@ -1,0 +1,3 @@
+module berth.dev/quotas
+
+go 1.26
