@@ -145,6 +145,10 @@ func NewRouter(o Options) (chi.Router, error) {
 			r.Get("/tenants", handler(a.listTenants))
 			r.Post("/tenants", handler(a.createTenant))
 			r.Get("/usage", handler(a.accountUsage))
+			r.Get("/invoices", handler(a.listInvoices))
+			r.Get("/invoices/{id}", handler(a.getInvoice("json")))
+			r.Get("/invoices/{id}.csv", handler(a.getInvoice("csv")))
+			r.Get("/invoices/{id}.html", handler(a.getInvoice("html")))
 
 			r.Group(func(r chi.Router) {
 				r.Use(a.loadTenant)

@@ -56,7 +56,7 @@ func TestDeleteTenant(t *testing.T) {
 	want(t, e.do(t, "POST", path+"/credentials", u.key, map[string]any{"name": "x", "acl": map[string][]string{"pub": {"#"}}}), http.StatusNotFound)
 	want(t, e.do(t, "DELETE", path, u.key, nil), http.StatusNotFound)
 	var creds, quotas, rules, tombstones int
-	var slug, account string
+	var slug, account, plan string
 	if err := e.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM credentials WHERE tenant_id = $1),
 		(SELECT count(*) FROM quotas WHERE tenant_id = $1), (SELECT count(*) FROM topic_rules WHERE tenant_id = $1),
 		(SELECT count(*) FROM deleted_tenants WHERE id = $1)`, doomed.ID).Scan(&creds, &quotas, &rules, &tombstones); err != nil {
@@ -66,9 +66,10 @@ func TestDeleteTenant(t *testing.T) {
 		t.Fatalf("after the deletion: %d credentials (%s), %d quotas, %d topic rules, %d tombstones; want 0, 0, 0, 1",
 			creds, cred["id"], quotas, rules, tombstones)
 	}
-	if err := e.pool.QueryRow(ctx, `SELECT slug, account_id FROM deleted_tenants WHERE id = $1`, doomed.ID).Scan(&slug, &account); err != nil ||
-		slug != "doomed" || account != u.accountID {
-		t.Fatalf("tombstone slug %q account %q (%v), want doomed, %s", slug, account, err, u.accountID)
+	// The tombstone keeps the plan: billing rates the tenant's last month.
+	if err := e.pool.QueryRow(ctx, `SELECT slug, account_id, plan FROM deleted_tenants WHERE id = $1`, doomed.ID).Scan(&slug, &account, &plan); err != nil ||
+		slug != "doomed" || account != u.accountID || plan != "free" {
+		t.Fatalf("tombstone slug %q account %q plan %q (%v), want doomed, %s, free", slug, account, plan, err, u.accountID)
 	}
 
 	// The account's usage still counts the deleted tenant's messages.

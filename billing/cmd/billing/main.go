@@ -1,0 +1,81 @@
+// Command billing is Berth's billing worker: it rolls the nodes' usage into
+// monthly meters per tenant and account and keeps each account's invoice
+// per UTC month (a draft while the month runs, issued after it ends). One
+// worker leads at a time under a Postgres advisory lock; others wait and
+// take over when it stops. See docs/billing.md.
+//
+//	DATABASE_URL=postgres://… go run ./billing/cmd/billing -interval 1m -grace 1h
+//
+// Run with -h for every flag; each has a BERTH_* environment fallback.
+// SIGTERM or SIGINT ends it: the current account's transaction is rolled
+// back (it is redone by the next leader) and the lock released.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"berth.dev/billing/internal/config"
+	"berth.dev/billing/internal/metering"
+	"berth.dev/migrations"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "billing:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg, err := config.Parse(flag.NewFlagSet("billing", flag.ContinueOnError), os.Args[1:], os.Getenv)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	var h slog.Handler = slog.NewJSONHandler(os.Stderr, nil)
+	if cfg.LogFormat == "text" {
+		h = slog.NewTextHandler(os.Stderr, nil)
+	}
+	log := slog.New(h)
+	log.Info("starting", slog.Any("config", cfg.Redacted()))
+	log.Info("payment is disabled: no payment provider is configured; invoices are drafted and issued, not charged")
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
+		return err
+	}
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	defer pool.Close()
+
+	w := metering.New(pool, metering.Config{Interval: cfg.Interval, Grace: cfg.Grace, Poll: cfg.Poll}, log)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(cfg.ShutdownTimeout):
+		return errors.New("shutdown timed out")
+	}
+}

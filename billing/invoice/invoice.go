@@ -1,0 +1,152 @@
+// Package invoice is Berth's invoice document: an account's charges for a
+// UTC calendar month as numbered line items per tenant and meter, how those
+// lines are rated from metered usage and plan prices, and how a document is
+// rendered (JSON, CSV, printable HTML). The billing worker writes invoices
+// (billing/internal/metering); the API reads and renders them.
+//
+// All money is integer cents; all quantities exact integers in their
+// meter's unit. A line's amount is its billable quantity times its rate,
+// rounded half up to a cent (plan.Rate.Amount); the total is the sum of the
+// lines' amounts.
+package invoice
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"berth.dev/billing/plan"
+)
+
+// Status of a document.
+const (
+	Draft = "draft" // the running month's estimate, recomputed until finalized
+	Final = "final" // issued: numbered and immutable
+)
+
+// Base is the meter name of a tenant's prorated plan fee line.
+const Base = "base"
+
+// Line is one numbered line item.
+type Line struct {
+	Line        int        `json:"line"`
+	TenantID    string     `json:"tenant_id"`
+	TenantSlug  string     `json:"tenant_slug"`
+	Plan        string     `json:"plan"`
+	Meter       string     `json:"meter"`
+	Description string     `json:"description"`
+	Unit        string     `json:"unit"`
+	Quantity    int64      `json:"quantity"`
+	Included    int64      `json:"included"`
+	Billable    int64      `json:"billable"`
+	Rate        *plan.Rate `json:"rate"` // nil: nothing charged (a hard-capped meter)
+	AmountCents int64      `json:"amount_cents"`
+}
+
+// Invoice is one document. Lines is nil in lists.
+type Invoice struct {
+	ID          string     `json:"id"`
+	AccountID   string     `json:"account_id"`
+	Kind        string     `json:"kind"`
+	Amends      *string    `json:"amends"`
+	Status      string     `json:"status"`
+	Number      *int64     `json:"number"`
+	Month       time.Time  `json:"-"`
+	Currency    string     `json:"currency"`
+	TotalCents  int64      `json:"total_cents"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	FinalizedAt *time.Time `json:"finalized_at"`
+	Lines       []Line     `json:"lines,omitempty"`
+}
+
+// PeriodEnd is the end of the invoice's month (exclusive).
+func (in *Invoice) PeriodEnd() time.Time { return in.Month.AddDate(0, 1, 0) }
+
+// MonthOf returns the UTC calendar month holding t.
+func MonthOf(t time.Time) time.Time {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+}
+
+// TenantUsage is a tenant's metered month: what Rate turns into lines.
+type TenantUsage struct {
+	TenantID      string
+	Slug          string
+	Plan          string
+	ActiveSeconds int64 // how long the tenant existed within the month
+	Usage         map[plan.Meter]int64
+}
+
+var descriptions = map[plan.Meter]string{
+	plan.Messages:       "Messages published",
+	plan.ConnectionTime: "Connection time",
+	plan.Storage:        "Message storage",
+	plan.Transfer:       "Data transfer (in and out)",
+}
+
+// ErrCurrency reports tenants on plans priced in different currencies.
+var ErrCurrency = errors.New("invoice: plans in different currencies")
+
+// Rate rates the month's usage of an account's tenants: per tenant (by id)
+// its plan fee prorated to the second (the plan's monthly price × active
+// seconds / the month's seconds) and then one line per meter (the quantity
+// beyond the plan's included amount at its overage rate). Lines are
+// numbered from 1. It returns the lines, their total and the currency.
+func Rate(month time.Time, tenants []TenantUsage) ([]Line, int64, string, error) {
+	tenants = slices.Clone(tenants)
+	slices.SortFunc(tenants, func(a, b TenantUsage) int { return strings.Compare(a.TenantID, b.TenantID) })
+	secs := int64(month.AddDate(0, 1, 0).Sub(month) / time.Second)
+	var (
+		lines    []Line
+		total    int64
+		currency string
+	)
+	add := func(l Line) {
+		l.Line = len(lines) + 1
+		lines = append(lines, l)
+		total += l.AmountCents
+	}
+	for _, t := range tenants {
+		p, err := plan.PriceOf(t.Plan)
+		if err != nil {
+			return nil, 0, "", fmt.Errorf("invoice: tenant %s: %w", t.TenantID, err)
+		}
+		if currency != "" && p.Currency != currency {
+			return nil, 0, "", ErrCurrency
+		}
+		currency = p.Currency
+		base := plan.Rate{Cents: p.MonthlyCents, Per: secs}
+		amount, err := base.Amount(t.ActiveSeconds)
+		if err != nil {
+			return nil, 0, "", err
+		}
+		line := Line{TenantID: t.TenantID, TenantSlug: t.Slug, Plan: t.Plan}
+		l := line
+		l.Meter, l.Unit = Base, "second"
+		l.Description = fmt.Sprintf("%s plan, %s (prorated to the second)", t.Plan, month.Format("January 2006"))
+		l.Quantity, l.Billable, l.Rate, l.AmountCents = t.ActiveSeconds, t.ActiveSeconds, &base, amount
+		add(l)
+		for _, m := range plan.Meters() {
+			mp := p.Meters[m]
+			q := t.Usage[m]
+			l := line
+			l.Meter, l.Unit, l.Description = string(m), m.Unit(), descriptions[m]
+			l.Quantity, l.Included, l.Billable = q, mp.Included, max(0, q-mp.Included)
+			if mp.Overage != nil {
+				r := *mp.Overage
+				if l.AmountCents, err = r.Amount(l.Billable); err != nil {
+					return nil, 0, "", err
+				}
+				l.Rate = &r
+			}
+			add(l)
+		}
+	}
+	if currency == "" {
+		currency = "usd"
+	}
+	return lines, total, currency, nil
+}
