@@ -23,6 +23,8 @@ type Config struct {
 	Fsync          string        // -fsync: always, interval or never
 	FsyncInterval  time.Duration // -fsync-interval, for interval
 	ReplayHistory  time.Duration // -replay-history: log kept for berth-replay-from
+	RetentionBytes int64         // -retention-bytes: with -data, the message log's bound in bytes (0: none)
+	RetentionAge   time.Duration // -retention-age: with -data, the message log's bound in age (0: none)
 	LogFormat      string        // "text" or "json"
 	LogLevel       string
 	MaxPacketSize  int
@@ -106,7 +108,9 @@ Flags:
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "log format: text or json")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level: debug, info, warn, error")
 	fs.IntVar(&cfg.MaxPacketSize, "max-packet-size", cfg.MaxPacketSize, "largest accepted MQTT packet in bytes")
-	fs.IntVar(&cfg.MaxQueued, "max-queued", cfg.MaxQueued, "messages queued per session before drops")
+	fs.IntVar(&cfg.MaxQueued, "max-queued", cfg.MaxQueued, "messages a session holds in memory before drops; with -data a persistent session's QoS 1/2 messages go to the log instead, bounded by -retention-bytes and -retention-age, never by a count")
+	fs.Int64Var(&cfg.RetentionBytes, "retention-bytes", cfg.RetentionBytes, "with -data: bound on the message log's size; offline sessions lose their oldest messages beyond it (counted as retention drops); 0 = no bound")
+	fs.DurationVar(&cfg.RetentionAge, "retention-age", cfg.RetentionAge, "with -data: bound on the age of the message log's messages; older ones are deleted even if sessions still need them (counted as retention drops); 0 = no bound")
 	fs.IntVar(&cfg.MaxInflight, "max-inflight", cfg.MaxInflight, "outbound QoS 1/2 window per client")
 	fs.IntVar(&cfg.MaxKeepAlive, "max-keepalive", cfg.MaxKeepAlive, "cap on client keep alive in seconds (MQTT 5); 0 = none")
 	fs.DurationVar(&cfg.SysInterval, "sys-interval", cfg.SysInterval, "$SYS publish interval; negative disables")
@@ -169,6 +173,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReplayHistory < 0 {
 		errs = append(errs, errors.New("config: -replay-history must not be negative"))
+	}
+	if c.RetentionBytes < 0 || c.RetentionAge < 0 {
+		errs = append(errs, errors.New("config: -retention-bytes and -retention-age must not be negative"))
 	}
 	if c.Listen == "" && c.WSListen == "" {
 		errs = append(errs, errors.New("config: -listen or -ws-listen is required"))

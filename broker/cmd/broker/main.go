@@ -63,6 +63,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, ready f
 		defer func() { _ = st.Close() }() // after the shard's Shutdown
 		sopts.Store, sopts.MessageLog = st, st.Messages()
 		sopts.ReplayHistory = cfg.ReplayHistory
+		// The log, not -max-queued, bounds persistent sessions' backlogs.
+		sopts.Retention = shard.Retention{Bytes: cfg.RetentionBytes, Age: cfg.RetentionAge}
 	}
 	sh := shard.New(sopts)
 	if err := sh.Start(ctx); err != nil {

@@ -16,7 +16,7 @@ import (
 )
 
 // closeFlushTimeout bounds the final flush (DISCONNECT) of a connection
-// being closed by the server.
+// being closed by the server, and the draining of its input (linger.go).
 const closeFlushTimeout = 2 * time.Second
 
 // reasonNone marks a close that sends no DISCONNECT.
@@ -63,6 +63,8 @@ type conn struct {
 	// Guarded by sess.mu.
 	ctrl       []byte      // encoded non-PUBLISH packets waiting for the writer
 	ctrlFull   atomic.Bool // ctrl outgrew its bound: the client does not read
+	kicked     atomic.Bool // kick ran: the reader handles no more input
+	flushed    atomic.Bool // the writer wrote the last packets (linger)
 	closing    bool
 	kickReason packet.ReasonCode
 	// pendingAcks wait for their message's fsync (wal.SyncAlways), in
@@ -147,12 +149,18 @@ func (c *conn) run() {
 	c.out.add(c) // a resumed session may have messages waiting
 
 	c.setDeadline(c.info.Deadline)
-	sendWill := c.readLoop()
+	sendWill, drain := c.readLoop()
 	c.setDeadline(time.Time{})
 	c.kick(reasonNone)
+	lingerEnd := time.Now().Add(closeFlushTimeout)
+	if drain {
+		drain = c.drainInput(lingerEnd, false) // while the writer flushes (linger.go)
+	}
 	c.writerDone.Wait()
 	c.stopKillTimer()
-	_ = c.nc.Close()
+	if !drain {
+		_ = c.nc.Close()
+	}
 	if c.kickReasonValue() == packet.ErrServerShuttingDown {
 		sendWill = false // a server shutdown is not the client's failure
 	}
@@ -160,6 +168,9 @@ func (c *conn) run() {
 	s.stats.connected.Add(-1)
 	c.debug("client disconnected")
 	close(c.done)
+	if drain {
+		c.drainInput(lingerEnd, true) // ServeConn closes the socket after
+	}
 }
 
 func (c *conn) kickReasonValue() packet.ReasonCode {
@@ -170,8 +181,10 @@ func (c *conn) kickReasonValue() packet.ReasonCode {
 
 // readLoop reads and handles packets until the connection ends. It
 // reports whether the will message must be published: every end but a
-// DISCONNECT with reason 0x00 [MQTT-3.14.4-3] [MQTT-3.1.2-8].
-func (c *conn) readLoop() (sendWill bool) {
+// DISCONNECT with reason 0x00 [MQTT-3.14.4-3] [MQTT-3.1.2-8]; and
+// whether the server ends it while the client may still be sending, so
+// that its input must be drained before the socket is closed (linger.go).
+func (c *conn) readLoop() (sendWill, drain bool) {
 	s := c.shard
 	defer c.flushOut()
 	for {
@@ -180,6 +193,9 @@ func (c *conn) readLoop() (sendWill bool) {
 			// times the Keep Alive.
 			_ = c.nc.SetReadDeadline(time.Now().Add(c.keepAlive))
 		}
+		if c.kicked.Load() {
+			return true, true // after the deadline: kick moved it to now
+		}
 		if c.out.n > 0 && (c.out.packets >= outboxPackets || !c.rd.Ready()) {
 			c.flushOut() // before waiting for input, or after a long burst
 		}
@@ -187,15 +203,13 @@ func (c *conn) readLoop() (sendWill bool) {
 			c.slab.release() // about to wait: an idle connection holds no chunk
 			if c.w.raw != nil {
 				if err := c.idle(); err != nil {
-					c.fail(readErrorReason(err), err)
-					return true
+					return true, c.readFailed(err)
 				}
 			}
 		}
 		fh, body, err := c.rd.ReadPacket(s.maxPacketSize())
 		if err != nil {
-			c.fail(readErrorReason(err), err)
-			return true
+			return true, c.readFailed(err)
 		}
 		c.out.packets++
 		s.stats.bytesIn.Add(uint64(fh.Size())) // the whole packet: fixed header and body
@@ -204,20 +218,32 @@ func (c *conn) readLoop() (sendWill bool) {
 		switch {
 		case err == nil:
 			if c.ctrlFull.Load() {
-				// Acknowledgements pile up unread: stop reading more.
+				// Acknowledgements pile up unread: stop handling more.
 				c.fail(packet.ErrQuotaExceeded, nil)
-				return true
+				return true, true
 			}
 			continue
 		case errors.Is(err, errDisconnect):
-			return false
+			return false, false
 		case errors.Is(err, errDisconnectWithWill):
-			return true
+			return true, false
 		default:
 			c.fail(reasonOf(err), err)
-			return true
+			return true, true
 		}
 	}
+}
+
+// readFailed ends the connection after a failed read or wait for input
+// and reports whether the client may still be sending: not when it
+// closed its side or stayed silent past its keep alive.
+func (c *conn) readFailed(err error) (drain bool) {
+	if c.kicked.Load() {
+		return true // kick interrupted the read; its reason stands
+	}
+	reason := readErrorReason(err)
+	c.fail(reason, err)
+	return reason != reasonNone && reason != packet.ErrKeepAliveTimeout
 }
 
 // readErrorReason maps a read failure to the DISCONNECT reason.
@@ -259,8 +285,9 @@ func (c *conn) fail(reason packet.ReasonCode, err error) {
 
 // kick starts closing the connection from any goroutine: it queues a
 // DISCONNECT with reason for an MQTT 5 client (none for reasonNone or a
-// 3.1.1 client), stops further PUBLISH output and lets the writer flush
-// and close the socket. The first reason wins.
+// 3.1.1 client), stops further PUBLISH output and input, and lets the
+// writer flush and half-close the socket (shutWrite). The first reason
+// wins.
 func (c *conn) kick(reason packet.ReasonCode) {
 	sess := c.sess // set by attach before anyone can reach c
 	sess.mu.Lock()
@@ -282,7 +309,12 @@ func (c *conn) kick(reason packet.ReasonCode) {
 	}
 	c.killTimer = time.AfterFunc(closeFlushTimeout, func() { _ = c.nc.Close() })
 	sess.mu.Unlock()
-	c.wakeWriter() // it flushes the last packets and closes the socket
+	// The reader handles no more input: from now on it only drains it
+	// (linger.go), so a client that does not read is not left blocked in
+	// its writes while the final packets wait for it to read.
+	c.kicked.Store(true)
+	_ = c.nc.SetReadDeadline(time.Now())
+	c.wakeWriter() // it flushes the last packets and half-closes the socket
 }
 
 func (c *conn) stopKillTimer() {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"berth.dev/broker/internal/store"
 	"berth.dev/broker/packet"
 )
 
@@ -285,6 +286,9 @@ func (c *conn) redeliverLocked() {
 		if inWindow >= c.window {
 			// The client's new Receive Maximum is smaller: the rest wait
 			// in the queue, ahead of newer messages [MQTT-3.3.4-9].
+			if c.sentLogged(d) {
+				_, _ = c.appendQoS2Locked(store.StateOutCompleted, d.id) // sent anew under another id (qos2.go)
+			}
 			delete(sess.inflight, d.id)
 			d.id, d.state = 0, stateQueued
 			requeue = append(requeue, *d)

@@ -86,7 +86,13 @@
 // values (offset, QoS, RETAIN, subscription id: 16 bytes), in the
 // session's stored ring, which the writer drains before its in-memory
 // queue. An offline persistent session receives only these; on
-// disconnect its queued logged messages are turned into them. The writer
+// disconnect its queued logged messages are turned into them. No message
+// count bounds a stored ring, only Retention: a connected persistent
+// session whose in-memory queue is full (MaxQueuedMessages,
+// MaxQueuedBytes) moves that queue's logged messages into it, in order,
+// rather than dropping the new copy (except while a berth-replay-from
+// replay is being collected), so a subscriber returning to a long backlog
+// loses none of the live messages that arrive meanwhile. The writer
 // sends a stored message as its per-subscriber header (writev) followed by
 // the payload straight from the segment file (sendfile(2) at an explicit
 // offset, through the raw socket), or through a pooled buffer on TLS and
@@ -106,6 +112,15 @@
 // rebuilt by scanning the log from the lowest cursor and matching each
 // message against the restored subscriptions. A stale cursor means QoS 1
 // redelivery after a crash, never loss.
+//
+// QoS 2 is exactly-once across a crash (qos2.go): an inbound message's
+// record also marks it awaiting PUBREL, and state records in the same log
+// note a PUBREL received, an outbound QoS 2 PUBLISH about to be sent (its
+// packet id), its PUBREC and its PUBCOMP; the acknowledgement or PUBLISH
+// that depends on one waits for its fsync like a PUBACK. Checkpoints save
+// each session's lowest QoS 2 position with its cursor, and the restart
+// scan rebuilds awaitingRel and the outbound flows from there
+// (qos2_rebuild.go).
 //
 // A v5 SUBSCRIBE with the user property berth-replay-from (RFC 3339 time
 // or log offset) subscribes under the shard lock, noting the log end, then

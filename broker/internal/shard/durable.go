@@ -58,7 +58,7 @@ func (c *conn) ackPublish(m *message, qos byte, id uint16, code packet.ReasonCod
 	s, sess := c.shard, c.sess
 	sess.mu.Lock()
 	if qos == 2 {
-		sess.awaitingRel[id] = struct{}{}
+		sess.awaitingRel[id] = m.off // as appendLocked set it, or 0 when not logged
 	}
 	always := s.log != nil && s.log.Policy() == wal.SyncAlways
 	if !always || (m.off == 0 && len(c.pendingAcks) == 0) {
@@ -222,7 +222,7 @@ func (s *Shard) checkpoint(full bool) {
 		for c, attached := range s.conns {
 			if sess := c.sess; attached && sess != nil {
 				sess.mu.Lock()
-				if cur := sess.cursorLocked(next); cur != sess.cursor {
+				if cur, q2 := sess.cursorLocked(next), sess.moveQ2posLocked(next); cur != sess.cursor || q2 {
 					sess.cursor, sess.dirty = cur, false
 					if sess.expiry != 0 {
 						moved = append(moved, sess)
@@ -240,7 +240,7 @@ func (s *Shard) checkpoint(full bool) {
 		sess.mu.Lock()
 		if sess.dirty || sess.conn != nil {
 			sess.dirty = false
-			if cur := sess.cursorLocked(next); cur != sess.cursor {
+			if cur, q2 := sess.cursorLocked(next), sess.moveQ2posLocked(next); cur != sess.cursor || q2 {
 				sess.cursor = cur
 				if sess.expiry != 0 {
 					moved = append(moved, sess)
@@ -250,6 +250,9 @@ func (s *Shard) checkpoint(full bool) {
 		// A session with nothing pending does not hold the log back.
 		if sess.stored.len()+sess.queue.len()+len(sess.inflight) > 0 || sess.replaying > 0 {
 			low = min(low, sess.cursor)
+		}
+		if sess.hasQoS2StateLocked() {
+			low = min(low, sess.q2pos) // its QoS 2 state (qos2.go)
 		}
 		sess.mu.Unlock()
 	}
@@ -282,6 +285,13 @@ func (s *Shard) saveCursors(list []*session) {
 		}
 		return
 	}
+	if s.log != nil && s.log.Policy() == wal.SyncAlways {
+		// The positions saved point into the message log: what lies
+		// below them is durable before they are (QoS 2 state, qos2.go).
+		if n := s.log.NextOffset(); n > 0 {
+			_ = s.log.WaitDurable(n - 1)
+		}
+	}
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
 	recs := make([]*store.Session, 0, len(list))
@@ -303,7 +313,7 @@ func (s *Shard) rebuildPending() (int, error) {
 	next := s.log.NextOffset()
 	low := next
 	for _, sess := range s.sessions {
-		low = min(low, sess.cursor)
+		low = min(low, sess.q2from()) // its cursor, or its QoS 2 state below it
 	}
 	low = max(low, s.log.FirstOffset())
 	if low >= next {
@@ -318,6 +328,8 @@ func (s *Shard) rebuildPending() (int, error) {
 	mt.Ready = func(topic.SubscriberID) bool { return true }
 	now := time.Now().UnixNano()
 	n := 0
+	rb := s.newQoS2Rebuild()
+	defer rb.finish()
 	for {
 		rec, err := r.Next()
 		if errors.Is(err, io.EOF) {
@@ -326,10 +338,17 @@ func (s *Shard) rebuildPending() (int, error) {
 		if err != nil {
 			return n, err
 		}
+		if store.IsStateKey(rec.Key) {
+			rb.state(rec.Offset, rec.Key, rec.Payload)
+			continue
+		}
 		var meta store.Meta
 		if _, err := store.DecodeMeta(rec.Key, &meta); err != nil {
 			s.opts.Logger.Warn("skipping undecodable log record", "offset", rec.Offset, "err", err)
 			continue
+		}
+		if meta.Origin != nil {
+			rb.marker(rec.Offset, meta.Origin, meta.OriginID)
 		}
 		if meta.Expires != 0 && now >= meta.Expires {
 			continue // [MQTT-3.3.2-5]
@@ -340,10 +359,6 @@ func (s *Shard) rebuildPending() (int, error) {
 			sess := s.byID[md.Subscriber]
 			qos := min(meta.QoS, md.QoS)
 			if sess == nil || rec.Offset < sess.cursor || qos == 0 || sess.expiry == 0 {
-				continue
-			}
-			if sess.stored.len() >= s.opts.MaxQueuedMessages {
-				sess.dropLocked(DropQueueFull)
 				continue
 			}
 			e := storedEntry{off: rec.Offset, qos: qos, retain: meta.Retain && md.RetainAsPublished}

@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"berth.dev/broker/internal/store"
 	"berth.dev/broker/internal/topic"
 	"berth.dev/broker/packet"
 )
@@ -166,7 +167,7 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 		case 2:
 			if code == packet.CodeSuccess {
 				sess.mu.Lock()
-				sess.awaitingRel[p.PacketID] = struct{}{}
+				sess.awaitingRel[p.PacketID] = 0 // not logged: nothing to deliver twice
 				sess.mu.Unlock()
 			}
 			c.sendAck(packet.TypePubrec, p.PacketID, code)
@@ -175,6 +176,9 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 	}
 	now := time.Now()
 	m := c.slab.newMessage(p, name, now, sess.id, c.rd.Buffered())
+	if p.QoS == 2 {
+		m.inID = p.PacketID // logged with the message: awaiting PUBREL (qos2.go)
+	}
 	m.readAt = monoOf(now)
 	m.trace = tr
 	matched := s.publishVia(m, &c.in.matches, &c.out)
@@ -216,6 +220,8 @@ func (c *conn) handleAck(a *packet.Ack) error {
 	sess := c.sess
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
+	var parked bool
+	var err error // a QoS 2 state record not logged under -fsync always
 	switch a.Type {
 	case packet.TypePuback:
 		if d, ok := sess.inflight[a.PacketID]; ok && d.qos == 1 {
@@ -233,28 +239,43 @@ func (c *conn) handleAck(a *packet.Ack) error {
 		if a.Reason.IsFailure() {
 			delete(sess.inflight, a.PacketID) // MQTT 5.0 section 4.3.3: the flow ends
 			sess.endTraceLocked(a.PacketID, false, "PUBREC "+a.Reason.String())
+			if c.sentLogged(&d) {
+				c.appendQoS2Locked(store.StateOutCompleted, a.PacketID)
+			}
 			break
 		}
+		logged := c.sentLogged(&d)
 		d.state = stateReleased
 		d.msg = nil // the payload is not needed any more
 		sess.inflight[a.PacketID] = d
+		if logged {
+			if parked, err = c.logQoS2Locked(store.StateOutReleased, a.PacketID, packet.TypePubrel, packet.CodeSuccess); parked || err != nil {
+				break // sent once "released" is durable (qos2.go)
+			}
+		}
 		c.sendAckLocked(packet.TypePubrel, a.PacketID, packet.CodeSuccess) // [MQTT-4.3.3-4]
 	case packet.TypePubcomp:
 		if d, ok := sess.inflight[a.PacketID]; ok && d.state == stateReleased {
 			delete(sess.inflight, a.PacketID)
 			sess.endTraceLocked(a.PacketID, true, "")
+			c.completeOutLocked(a.PacketID)
 		}
 	case packet.TypePubrel:
 		code := packet.CodeSuccess
-		if _, ok := sess.awaitingRel[a.PacketID]; ok {
+		if at, ok := sess.awaitingRel[a.PacketID]; ok {
 			delete(sess.awaitingRel, a.PacketID) // [MQTT-4.3.3-11]
+			if at != 0 {
+				if parked, err = c.logQoS2Locked(store.StateInReleased, a.PacketID, packet.TypePubcomp, code); parked || err != nil {
+					break // sent once "released" is durable (qos2.go)
+				}
+			}
 		} else if c.version == packet.Version5 {
 			code = packet.ErrPacketIDNotFound
 		}
 		c.sendAckLocked(packet.TypePubcomp, a.PacketID, code)
 	}
 	c.out.add(c) // an answer, or room in the inflight window
-	return nil
+	return err
 }
 
 // handleSubscribe adds the subscriptions and answers with one SUBACK

@@ -19,6 +19,7 @@ type message struct {
 	payload   []byte
 	qos       byte
 	retain    bool
+	inID      uint16            // packet id of an inbound QoS 2 PUBLISH: its log record marks it awaiting PUBREL (qos2.go)
 	props     packet.Properties // owned copies; no Topic Alias or Subscription Identifiers
 	created   int64             // unix nanoseconds
 	readAt    int64             // monoOf the time its PUBLISH was read; 0 when not read from a client

@@ -202,7 +202,7 @@ func BenchmarkRecovery(b *testing.B) {
 		for _, sess := range sh.sessions {
 			pending += sess.stored.len()
 		}
-		want := min(n/100, 10_000) * 1000
+		want := n / 100 * 1000 // no count cap: the log bounds a backlog
 		if pending != want {
 			b.Fatalf("recovered %d pending, want %d", pending, want)
 		}

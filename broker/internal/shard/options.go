@@ -48,9 +48,13 @@ type Options struct {
 	// MaxInflight caps the outbound window per client, below the client's
 	// own Receive Maximum. Default 1024.
 	MaxInflight int
-	// MaxQueuedMessages and MaxQueuedBytes bound the messages waiting
-	// for a session (connected and slow, or offline). Defaults 10,000
-	// messages and 16 MiB.
+	// MaxQueuedMessages and MaxQueuedBytes bound the messages a session
+	// holds in memory (connected and slow; offline too without a
+	// MessageLog); past them a copy is dropped (DropQueueFull). Defaults
+	// 10,000 messages and 16 MiB. With a MessageLog a persistent session's
+	// QoS 1/2 messages are never dropped for them: offline it holds only
+	// log offsets, and connected, a full queue moves to the log as offsets
+	// (order kept); Retention alone bounds that backlog, by bytes and age.
 	MaxQueuedMessages int
 	MaxQueuedBytes    int
 	// SlowConsumerTimeout is how long a connected client's queue may stay

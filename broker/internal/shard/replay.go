@@ -170,6 +170,9 @@ func (s *Shard) collectReplay(rq *replayReq) ([]storedEntry, error) {
 		if err != nil {
 			return out, err
 		}
+		if store.IsStateKey(rec.Key) {
+			continue // QoS 2 state, not a message (qos2.go)
+		}
 		var meta store.Meta
 		if _, err := store.DecodeMeta(rec.Key, &meta); err != nil {
 			continue

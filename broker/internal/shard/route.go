@@ -176,6 +176,7 @@ func (s *Shard) detach(c *conn, sendWill bool) {
 	if s.log != nil && expiry != 0 {
 		sess.toStoredLocked()
 		sess.cursor = sess.cursorLocked(s.log.NextOffset()) // s.mu is held
+		sess.moveQ2posLocked(s.log.NextOffset())
 	}
 	sess.ownMessagesLocked()
 	if expiry != 0 && expiry != neverExpires && !s.closing {

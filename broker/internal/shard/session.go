@@ -79,8 +79,16 @@ type session struct {
 	inflight    map[uint16]delivery // outbound QoS 1/2 by packet id
 	nextID      uint16
 	seq         uint64
-	awaitingRel map[uint16]struct{} // inbound QoS 2 ids PUBREC'd, awaiting PUBREL [MQTT-4.3.3-10]
-	fullSince   time.Time           // when the queue first hit its limit; zero if not full
+	// awaitingRel are the inbound QoS 2 ids accepted, awaiting PUBREL
+	// [MQTT-4.3.3-10], each with the log offset plus one of the message
+	// record that marks it (0: not logged); relAt are the outbound QoS 2
+	// ids past PUBREC with the offset plus one of their "released" record
+	// (nil until needed); q2pos is the lowest log offset holding the
+	// session's QoS 2 state as of the last checkpoint (qos2.go).
+	awaitingRel map[uint16]uint64
+	relAt       map[uint16]uint64
+	q2pos       uint64
+	fullSince   time.Time // when the queue first hit its limit; zero if not full
 	dropped     [numDropReasons]uint64
 	// subsRevoked counts the subscriptions dropped on resume because the
 	// resuming connection's ACL no longer covers them.
@@ -108,13 +116,15 @@ func newSession(s *Shard, id topic.SubscriberID, clientID string) *session {
 		id:          id,
 		clientID:    clientID,
 		inflight:    make(map[uint16]delivery),
-		awaitingRel: make(map[uint16]struct{}),
+		awaitingRel: make(map[uint16]uint64),
 	}
 }
 
 // enqueue hands one delivery to the session. It never blocks on the
 // client: a full queue drops the copy and counts it against this
-// subscriber only. It returns a connection to disconnect as a slow
+// subscriber only, unless the copy is a persistent session's logged
+// message, which goes to the stored ring with the queue's (no count
+// bounds that ring; Retention does). It returns a connection to disconnect as a slow
 // consumer, if the queue has stayed full past the limit, and the
 // connection that now has output, which the caller must wake (or write
 // for, conn.writeInline).
@@ -129,17 +139,23 @@ func (sess *session) enqueue(d *delivery, now time.Time) (kick, out *conn) {
 		return nil, nil
 	}
 	if c == nil && d.msg.off != 0 {
-		// Offline: keep an offset into the log, not the message.
-		if sess.stored.len()+sess.queue.len() >= s.opts.MaxQueuedMessages {
-			sess.deadLetterLocked(DropQueueFull, d.msg, d.qos)
-		} else {
-			sess.pushStoredLocked(d.storedEntry())
-		}
+		// Offline: keep an offset into the log, not the message. No count
+		// bounds it: the log's retention does (pushStoredLocked).
+		sess.pushStoredLocked(d.storedEntry())
 		sess.mu.Unlock()
 		return nil, nil
 	}
 	if sess.queue.len() >= s.opts.MaxQueuedMessages || int64(sess.queuedBytes+size) > s.maxQueuedBytes.Load() {
-		sess.deadLetterLocked(DropQueueFull, d.msg, d.qos)
+		// A persistent session's logged message is not dropped for a full
+		// queue: the queue goes to the log as offsets, order kept. Not while
+		// a replay is collected: its entries go to the ring after the queue.
+		spilled := d.msg.off != 0 && sess.expiry != 0 && sess.replaying == 0
+		if spilled {
+			sess.toStoredLocked()
+			sess.pushStoredLocked(d.storedEntry())
+		} else {
+			sess.deadLetterLocked(DropQueueFull, d.msg, d.qos)
+		}
 		if c != nil {
 			if sess.fullSince.IsZero() {
 				sess.fullSince = now
@@ -148,6 +164,9 @@ func (sess *session) enqueue(d *delivery, now time.Time) (kick, out *conn) {
 			}
 		}
 		sess.mu.Unlock()
+		if spilled && kick == nil {
+			return nil, c
+		}
 		return kick, nil
 	}
 	if m := d.msg; m.chunk != nil && (c == nil || sess.queue.runs >= pinnedRunsMax && m.chunk != sess.queue.last) {
@@ -210,6 +229,7 @@ func (sess *session) dropAllLocked() {
 	}
 	clear(sess.inflight)
 	clear(sess.awaitingRel)
+	sess.relAt = nil
 	sess.endAllTracesLocked("session ended before the acknowledgement")
 }
 

@@ -118,7 +118,10 @@ func (s *Shard) load() {
 		sess := s.newSessionLocked(ss.ClientID)
 		sess.expiry, _ = s.capExpiry(ss.ExpiryInterval) // a cap lowered since it was saved applies
 		sess.owner = ss.Owner
-		sess.cursor = ss.Cursor
+		sess.cursor, sess.q2pos = ss.Cursor, ss.Cursor
+		if ss.QoS2From != 0 {
+			sess.q2pos = ss.QoS2From - 1 // below the cursor (qos2.go)
+		}
 		for _, sub := range ss.Subscriptions {
 			_, _ = s.tree.Subscribe(sess.id, sub.Filter, topic.Options{
 				QoS: sub.QoS, NoLocal: sub.NoLocal, RetainAsPublished: sub.RetainAsPublished,
@@ -243,6 +246,7 @@ func (s *Shard) saveSessions() {
 		if sess.expiry != 0 {
 			if s.log != nil {
 				sess.cursor = sess.cursorLocked(next)
+				sess.moveQ2posLocked(next)
 			}
 			list = append(list, sess)
 		}
@@ -271,7 +275,7 @@ func (s *Shard) saveSession(sess *session) {
 func (s *Shard) sessionRecord(sess *session) *store.Session {
 	subs := s.tree.Subscriptions(sess.id, nil)
 	sess.mu.Lock()
-	rec := &store.Session{ClientID: sess.clientID, Owner: sess.owner, ExpiryInterval: sess.expiry, DisconnectedAt: time.Now(), Cursor: sess.cursor}
+	rec := &store.Session{ClientID: sess.clientID, Owner: sess.owner, ExpiryInterval: sess.expiry, DisconnectedAt: time.Now(), Cursor: sess.cursor, QoS2From: sess.qos2FromLocked()}
 	sess.mu.Unlock()
 	for _, sub := range subs {
 		rec.Subscriptions = append(rec.Subscriptions, store.Subscription{
@@ -289,6 +293,7 @@ func (s *Shard) newSessionLocked(clientID string) *session {
 	sess := newSession(s, s.nextID, clientID)
 	if s.log != nil {
 		sess.cursor = s.log.NextOffset() // s.mu is held: nothing is half-routed
+		sess.q2pos = sess.cursor
 	}
 	s.sessions[clientID] = sess
 	s.byID[sess.id] = sess

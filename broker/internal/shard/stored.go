@@ -114,6 +114,12 @@ var keyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }
 func (s *Shard) appendLocked(m *message) error {
 	bp := keyBufs.Get().(*[]byte)
 	key := store.AppendMeta((*bp)[:0], m.topic, m.qos, m.retain, m.created, m.expireAt, &m.props)
+	var pub *session
+	if m.inID != 0 {
+		if pub = s.byID[m.publisher]; pub != nil {
+			key = store.AppendOrigin(key, 0, pub.clientID, m.inID) // awaiting PUBREL (qos2.go)
+		}
+	}
 	off, err := s.log.Append(key, m.payload, 1)
 	*bp = key
 	keyBufs.Put(bp)
@@ -121,6 +127,9 @@ func (s *Shard) appendLocked(m *message) error {
 		return err
 	}
 	m.off = off + 1
+	if pub != nil {
+		pub.awaitRelease(m.inID, m.off)
+	}
 	return nil
 }
 

@@ -57,6 +57,13 @@ type batch struct {
 	want     []storedEntry
 	ready    []readyStored
 	prefetch bool // fill stopped at the end of ready: read more ahead
+
+	// The batch's QoS 2 StateOutSent record (qos2.go): its payload and
+	// key scratch, and, under wal.SyncAlways, the offset plus one that
+	// must be durable before the batch is written, or why it cannot be.
+	sent, sentKey []byte
+	syncAt        uint64
+	sentErr       error
 }
 
 // writeBatch writes w.vec: with one writev where the connection supports
@@ -110,7 +117,8 @@ func (c *conn) writeLoop() {
 		}
 		c.w.mu.Unlock()
 		if done {
-			_ = c.nc.Close()
+			c.shutWrite() // the reader closes the socket (linger.go)
+			c.flushed.Store(true)
 			c.writerDone.Done()
 			return
 		}
@@ -182,6 +190,9 @@ func (c *conn) writeAll() (done bool) {
 	s := c.shard
 	if c.w.pending {
 		c.w.pending = false
+		if !c.awaitSent() {
+			return false // kicked: the next round flushes the DISCONNECT
+		}
 		if !c.writeOut(s.opts.WriteTimeout, true) {
 			return true
 		}
@@ -202,6 +213,9 @@ func (c *conn) writeAll() (done bool) {
 		timeout := s.opts.WriteTimeout
 		if closing {
 			timeout = closeFlushTimeout
+		}
+		if !c.awaitSent() {
+			return false // kicked: the next round flushes the DISCONNECT
 		}
 		if !c.writeOut(timeout, false) {
 			return true
@@ -262,9 +276,16 @@ func (c *conn) writeInline() bool {
 	c.takeBatch()
 	w := c.w.b
 	n := c.fillLocked()
+	c.logSentLocked()
 	sess.mu.Unlock()
 	if n == 0 {
 		return true
+	}
+	if c.mustAwaitSent() {
+		s.stats.msgsOut.Add(uint64(w.msgs))
+		c.traffic.MessagesOut.Add(uint64(w.msgs))
+		c.w.pending = true // the writer waits for the fsync, then writes (qos2.go)
+		return false
 	}
 	written, err := c.w.raw.tryWritev(w.vec)
 	s.stats.bytesOut.Add(uint64(written))
@@ -324,7 +345,9 @@ func (c *conn) fill() (n int, closing bool) {
 		c.startBatchLocked()
 		return len(c.w.b.vec), true
 	}
-	return c.fillLocked(), false
+	n = c.fillLocked()
+	c.logSentLocked()
+	return n, false
 }
 
 // startBatchLocked empties the batch and puts the waiting control packets
@@ -425,6 +448,7 @@ func (c *conn) appendPublishLocked(dv *delivery, now int64) ([]byte, bool) {
 	}
 	if dv.qos > 0 {
 		sess.inflight[dv.id] = *dv
+		c.noteSentLocked(dv)
 	}
 	return w.arena[start:len(w.arena):len(w.arena)], true
 }

@@ -13,8 +13,12 @@ import (
 // bytes are what was written).
 var ErrBadRecord = errors.New("store: bad record")
 
-// metaVersion is the first byte of an encoded Meta. Never change.
-const metaVersion byte = 1
+// The first byte of an encoded Meta. Never change: version 2 is version
+// 1 followed by the origin of an inbound QoS 2 message (AppendOrigin).
+const (
+	metaVersion       byte = 1
+	metaVersionOrigin byte = 2
+)
 
 // Meta is everything of a stored PUBLISH but its payload. Decoded slices
 // alias the record they were decoded from.
@@ -25,6 +29,11 @@ type Meta struct {
 	Created int64 // unix nanoseconds
 	Expires int64 // unix nanoseconds; 0 never
 	Props   packet.Properties
+	// Origin and OriginID (version 2 only): the client id of the session
+	// that published the message at QoS 2 and its packet id, awaiting
+	// PUBREL from when the record is durable.
+	Origin   []byte
+	OriginID uint16
 }
 
 // metaProps are the properties a Meta keeps (those forwarded to
@@ -69,7 +78,8 @@ func AppendMeta(dst, topic []byte, qos byte, retain bool, created, expires int64
 // It returns the number of bytes used.
 func DecodeMeta(b []byte, m *Meta) (int, error) {
 	d := decoder{b: b}
-	if v := d.byte(); v != metaVersion {
+	v := d.byte()
+	if v != metaVersion && v != metaVersionOrigin {
 		return 0, fmt.Errorf("%w: meta version %d", ErrBadRecord, v)
 	}
 	flags := d.byte()
@@ -90,6 +100,11 @@ func DecodeMeta(b []byte, m *Meta) (int, error) {
 				m.Props.UserProperties[i] = packet.UserProperty{Key: d.bytes16(), Value: d.bytes16()}
 			}
 		}
+	}
+	m.Origin, m.OriginID = nil, 0
+	if v == metaVersionOrigin {
+		m.OriginID = d.u16()
+		m.Origin = d.bytes16()
 	}
 	if d.err != nil {
 		return 0, d.err
@@ -200,8 +215,18 @@ func appendSession(dst []byte, s *Session) []byte {
 		dst = append(dst, sub.QoS, flags, sub.RetainHandling)
 		dst = binary.BigEndian.AppendUint32(dst, sub.SubscriptionID)
 	}
+	if s.QoS2From != 0 {
+		dst = append(dst, sessionExtQoS2From)
+		dst = binary.BigEndian.AppendUint16(dst, 8)
+		dst = binary.BigEndian.AppendUint64(dst, s.QoS2From)
+	}
 	return dst
 }
+
+// Extensions after the subscriptions of a session record: tag 1 B |
+// length 2 B | body. A decoder skips tags it does not know; records
+// without extensions are as they always were. Never change.
+const sessionExtQoS2From byte = 1
 
 // decodeSession decodes an appendSession encoding; the result owns its
 // memory.
@@ -231,6 +256,13 @@ func decodeSession(clientID string, b []byte) (*Session, error) {
 			break
 		}
 		s.Subscriptions = append(s.Subscriptions, sub)
+	}
+	for d.err == nil && d.pos < len(d.b) {
+		tag := d.byte()
+		body := d.take(int(d.u16()))
+		if tag == sessionExtQoS2From && len(body) == 8 {
+			s.QoS2From = binary.BigEndian.Uint64(body)
+		}
 	}
 	if d.err != nil {
 		return nil, d.err

@@ -45,6 +45,27 @@
 //	| response topic (2 B len + bytes) | correlation data (2 B len + bytes)
 //	| user property count 2 B | per pair: key (2 B len + bytes), value (same)
 //
+// Version 2 (an inbound QoS 2 PUBLISH, AppendOrigin) is version 1
+// followed by its origin: the message awaits the PUBREL of that session's
+// packet id from when the record is durable (one record: no message
+// without its mark, no mark without its message). Version 1 records are
+// still read (no origin) and still written for every other message.
+//
+//	+-------+------------------------------+-----------+---------------------------+
+//	| ver=2 | ... as version 1 ...         | packet id | client id (2 B len+bytes) |
+//	| 1 B   |                              | 2 B       |                           |
+//	+-------+------------------------------+-----------+---------------------------+
+//
+// QoS 2 state records (message log, kind >= 0x80 so never a meta
+// version; IsStateKey). Each covers one offset; readers of messages skip
+// them. Key: kind 1 B | client id (2 B len + bytes). Payload by kind:
+//
+//	0x81 StateInReleased    packet id 2 B (the client's PUBREL came)
+//	0x82 StateOutSent       n × (message log offset 8 B | packet id 2 B),
+//	                        durable before those PUBLISH packets are sent
+//	0x83 StateOutReleased   packet id 2 B (PUBREC came), durable before PUBREL
+//	0x84 StateOutCompleted  packet id 2 B (PUBCOMP, or a failed PUBREC)
+//
 // Retained record payload: metadata length 4 B | metadata | payload.
 //
 // Session record payload:
@@ -65,6 +86,12 @@
 //	+-------+-----------------------------+-------------------------------
 //	| ver=2 | owner (2 B len + bytes)     | expiry 4 B | ... as version 1
 //	+-------+-----------------------------+-------------------------------
+//
+// Either version may end with extensions after the subscriptions: tag 1 B
+// | length 2 B | body; decoders skip tags they do not know, and decoders
+// from before extensions never read past the subscriptions. Tag 1: QoS 2
+// position, 8 B (Session.QoS2From: the log offset plus one from which the
+// session's QoS 2 state is rebuilt, written only when below the cursor).
 //
 // # Durability
 //

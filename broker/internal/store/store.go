@@ -53,6 +53,11 @@ type Session struct {
 	// messages are rebuilt after a restart: every message below it was
 	// delivered and acknowledged (or never matched). 0 means the start.
 	Cursor uint64
+	// QoS2From is the message-log offset plus one from which the
+	// session's QoS 2 state (its inbound messages awaiting PUBREL, its
+	// outbound flows past PUBREC) is rebuilt after a restart, when that
+	// lies below Cursor; 0: from Cursor.
+	QoS2From uint64
 }
 
 // Store persists the state of one tenant shard. Implementations are safe
