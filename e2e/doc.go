@@ -8,4 +8,12 @@
 // session, MQTT across tenants and beyond a credential's ACL, and a free
 // tenant trying to exhaust a node while a neighbour's latency is measured
 // (the NOISY-NEIGHBOUR line of its log).
+//
+// The fault suite (fault_*_test.go, go test -run TestFault) drives QoS 1
+// load through the gateway with a persistent subscriber, injects one fault
+// per test (node SIGKILL loop, gateway SIGKILL, Postgres restart on a
+// private server, Redis SIGKILL on a private server, a subscriber that
+// never reads) and logs a FAULT line: acked, lost (must be 0),
+// duplicates, recovery time. BERTH_FAULT_CYCLES sets the node-crash
+// loop's length (`make fault`).
 package e2e

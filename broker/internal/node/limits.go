@@ -6,9 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"berth.dev/billing/plan"
 	"berth.dev/broker/internal/quota"
 	"berth.dev/broker/packet"
+	"berth.dev/quotas"
 )
 
 // tenantLimits are a tenant's live quotas as the publish path reads them:
@@ -22,6 +22,7 @@ type tenantLimits struct {
 	maxRetained atomic.Int64
 	maxRetBytes atomic.Int64
 	monthly     atomic.Int64 // monthly messages quota
+	maxConns    atomic.Int64 // max_connections, enforced per node (admitConn)
 	monthUsed   atomic.Int64 // messages in this calendar month, Postgres's count plus this node's since
 	monthEnd    atomic.Int64 // when monthUsed's month ends (UTC), Unix nanoseconds
 	now         func() time.Time
@@ -31,12 +32,12 @@ type tenantLimits struct {
 
 // newTenantLimits starts the limits with monthUsed messages already used
 // in the current calendar month (UTC).
-func newTenantLimits(q plan.Quotas, monthUsed int64) *tenantLimits {
+func newTenantLimits(q quotas.Quotas, monthUsed int64) *tenantLimits {
 	return newTenantLimitsClock(q, monthUsed, time.Now)
 }
 
 // newTenantLimitsClock is newTenantLimits on the clock now.
-func newTenantLimitsClock(q plan.Quotas, monthUsed int64, now func() time.Time) *tenantLimits {
+func newTenantLimitsClock(q quotas.Quotas, monthUsed int64, now func() time.Time) *tenantLimits {
 	l := &tenantLimits{
 		msgs:    quota.NewBucket(float64(q.MaxMsgsPerSec), float64(q.MaxMsgsPerSec)),
 		bytes:   quota.NewBucket(float64(q.MaxBytesPerSec), float64(q.MaxBytesPerSec)),
@@ -69,7 +70,7 @@ func (t *tenantLimits) rollMonth(now time.Time) {
 }
 
 // set applies new quotas; live connections' buckets follow.
-func (l *tenantLimits) set(q plan.Quotas) {
+func (l *tenantLimits) set(q quotas.Quotas) {
 	l.msgs.SetRate(float64(q.MaxMsgsPerSec), float64(q.MaxMsgsPerSec))
 	l.bytes.SetRate(float64(q.MaxBytesPerSec), float64(q.MaxBytesPerSec))
 	l.clientMsgs.Store(q.ClientMsgsPerSec)
@@ -79,6 +80,7 @@ func (l *tenantLimits) set(q plan.Quotas) {
 	l.maxRetained.Store(q.MaxRetainedMessages)
 	l.maxRetBytes.Store(q.MaxRetainedBytes)
 	l.monthly.Store(q.MonthlyMessages)
+	l.maxConns.Store(q.MaxConnections)
 	l.clientsMu.Lock()
 	for c := range l.clients {
 		c.msgs.SetRate(float64(q.ClientMsgsPerSec), float64(q.ClientMsgsPerSec))
@@ -131,6 +133,27 @@ func (t *tenantLimits) newConn() *connLimiter {
 	t.clientsMu.Lock()
 	t.clients[c] = struct{}{}
 	t.clientsMu.Unlock()
+	return c
+}
+
+// admitConn is newConn for a device connection, or nil when the tenant
+// already has max_connections live connections on this node. The gateways
+// enforce the quota globally in Redis; this is the backstop they rely on
+// when Redis is unreachable and they admit without it (fail-open,
+// gateway/internal/connlimit), so the limit still holds per node. A lower
+// quota closes nobody: only new connections are refused.
+func (t *tenantLimits) admitConn() *connLimiter {
+	c := &connLimiter{
+		tenantAdmission: tenantAdmission{t},
+		msgs:            quota.NewBucket(float64(t.clientMsgs.Load()), float64(t.clientMsgs.Load())),
+		bytes:           quota.NewBucket(float64(t.clientBytes.Load()), float64(t.clientBytes.Load())),
+	}
+	t.clientsMu.Lock()
+	defer t.clientsMu.Unlock()
+	if max := t.maxConns.Load(); max > 0 && int64(len(t.clients)) >= max {
+		return nil
+	}
+	t.clients[c] = struct{}{}
 	return c
 }
 

@@ -66,6 +66,8 @@ func quotaValue(t *tenant, column string) int64 {
 	case "max_session_expiry":
 		_, expiry := t.sh.SessionCaps()
 		return int64(expiry)
+	case "max_connections":
+		return l.maxConns.Load()
 	}
 	panic("unknown quota " + column)
 }

@@ -82,10 +82,18 @@ func (n *Node) serve(c net.Conn) {
 			Refuse: packet.ErrNotAuthorized})
 		return
 	}
+	limiter := t.limits.admitConn()
+	if limiter == nil {
+		// max_connections reached on this node: a gateway admitted it
+		// without Redis (fail-open). CONNACK 0x97 (3.1.1: 3).
+		n.log.Info("refused connection: max_connections reached on this node", "tenant_id", info.TenantID)
+		t.sh.ServeConn(pc, shard.ConnInfo{RemoteAddr: h.Source.String(), TenantID: info.TenantID,
+			Refuse: packet.ErrQuotaExceeded})
+		return
+	}
+	defer limiter.close()
 	traffic := t.track(info.CredentialID, pc)
 	defer t.untrack(info.CredentialID, pc)
-	limiter := t.limits.newConn()
-	defer limiter.close()
 	ci := shard.ConnInfo{
 		RemoteAddr: h.Source.String(),
 		TenantID:   info.TenantID,

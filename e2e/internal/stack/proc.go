@@ -107,6 +107,9 @@ func Start(t testing.TB, name, bin string, args, env []string) *Proc {
 	return p
 }
 
+// Pid is the process id (of the process that ended, once Exited).
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
 // Log is everything the process printed so far.
 func (p *Proc) Log() string { return p.log.String() }
 
@@ -134,6 +137,25 @@ func (p *Proc) Stop(grace time.Duration) error {
 		<-p.done
 	}
 	return p.err
+}
+
+// Signal sends sig to the process without waiting for it to end.
+func (p *Proc) Signal(t testing.TB, sig os.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil && !p.Exited() {
+		t.Fatalf("signal %s: %v", p.Name, err)
+	}
+}
+
+// Wait waits up to within for the process to end and returns its exit
+// error (nil for a clean exit); it is an error if it is still running.
+func (p *Proc) Wait(within time.Duration) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(within):
+		return fmt.Errorf("%s still running after %v", p.Name, within)
+	}
 }
 
 // Kill ends the process with SIGKILL at once, as a crash would.

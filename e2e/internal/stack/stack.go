@@ -30,6 +30,17 @@ type Options struct {
 	// second, bursts of 40).
 	AccountWriteRate  float64
 	AccountWriteBurst int
+	// DatabaseURL, when set, is the migrated database every process uses
+	// instead of a fresh one on the shared Postgres: a fault test's own
+	// server (testenv.NewPostgresServer) that it stops and starts.
+	DatabaseURL string
+	// RedisURL, when set, is the gateways' Redis instead of the shared
+	// one (testenv.NewRedisServer), with a fresh key prefix.
+	RedisURL string
+	// NodeArgs is added to the node's flags, GatewayArgs[i] to gateway
+	// i's (a later flag wins over the stack's own).
+	NodeArgs    []string
+	GatewayArgs [][]string
 }
 
 // Gateway is one running gateway.
@@ -86,15 +97,21 @@ func New(t testing.TB, bins Binaries, opts Options) *Stack {
 	if opts.LeaseTTL <= 0 {
 		opts.LeaseTTL = 3 * time.Second
 	}
-	redis := testenv.Redis(t)
 	s := &Stack{
-		DatabaseURL: testenv.DatabaseURL(t),
-		RedisURL:    redis.URL,
-		RedisPrefix: redis.Prefix,
+		DatabaseURL: opts.DatabaseURL,
+		RedisURL:    opts.RedisURL,
+		RedisPrefix: "berth-e2e:" + randomHex(6) + ":",
 		ProxySecret: randomHex(32),
 		NodeToken:   randomHex(32),
 
 		KeyEncryptionKey: randomHex(32),
+	}
+	if s.DatabaseURL == "" {
+		s.DatabaseURL = testenv.DatabaseURL(t)
+	}
+	if s.RedisURL == "" {
+		redis := testenv.Redis(t)
+		s.RedisURL, s.RedisPrefix = redis.URL, redis.Prefix
 	}
 	apiAddr := FreeAddr(t)
 	s.API = "http://" + apiAddr
@@ -116,6 +133,7 @@ func New(t testing.TB, bins Binaries, opts Options) *Stack {
 	if opts.UsageInterval > 0 {
 		s.nodeArgs = append(s.nodeArgs, "-usage-interval", opts.UsageInterval.String())
 	}
+	s.nodeArgs = append(s.nodeArgs, opts.NodeArgs...)
 	s.nodeEnv = []string{"DATABASE_URL=" + s.DatabaseURL, "BERTH_PROXY_SECRET=" + s.ProxySecret, "BERTH_NODE_TOKEN=" + s.NodeToken}
 	s.Node = Start(t, "node", s.nodeBin, s.nodeArgs, s.nodeEnv)
 	WaitListening(t, s.Node, s.NodeMQTT, 30*time.Second)
@@ -150,6 +168,9 @@ func New(t testing.TB, bins Binaries, opts Options) *Stack {
 			"-lease-ttl", opts.LeaseTTL.String(), "-drain-grace", "2s", "-log-format", "text",
 			"-per-ip-rate", "1000", "-per-ip-burst", "1000", "-redis-prefix", s.RedisPrefix,
 		}, tlsArgs...)
+		if i < len(opts.GatewayArgs) {
+			g.args = append(g.args, opts.GatewayArgs[i]...)
+		}
 		g.env = []string{"DATABASE_URL=" + s.DatabaseURL, "REDIS_URL=" + s.RedisURL, "BERTH_PROXY_SECRET=" + s.ProxySecret}
 		g.Proc = Start(t, g.ID, g.bin, g.args, g.env)
 		WaitListening(t, g.Proc, g.MQTT, 30*time.Second)

@@ -37,7 +37,8 @@
 // Every Redis call has a tight timeout (Timeout, 250 ms). When Redis cannot
 // be reached in time, Acquire admits the connection (Lease.Degraded is true)
 // unless FailClosed is set. The reasons: the node enforces the tenant's
-// max_connections quota on its own, so the limit still holds per node; a
+// max_connections quota on its own (CONNACK 0x97 over it; see
+// broker/internal/node, admitConn), so the limit still holds per node; a
 // Redis outage must not disconnect every device of every tenant at the
 // next reconnect storm; and connections admitted while degraded are counted
 // locally and written to Redis by the next successful refresh, so the

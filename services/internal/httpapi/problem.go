@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"berth.dev/billing/plan"
+	"berth.dev/quotas"
 	"berth.dev/services/internal/account"
 	"berth.dev/services/internal/credential"
 	"berth.dev/services/internal/nodeclient"
@@ -95,7 +96,7 @@ func problemFor(err error) Problem {
 		merr     *malformedError
 		tooBig   *http.MaxBytesError
 		conflict *store.ConflictError
-		bound    *plan.BoundError
+		bound    *quotas.BoundError
 		nodeDown *nodeUnavailableError
 		nodeErr  *nodeclient.StatusError
 		entitled *notEntitledError
@@ -186,6 +187,9 @@ func problemFor(err error) Problem {
 		return p(http.StatusBadGateway, "node-error", "The tenant's broker node refused the request", nodeErr.Message)
 	case errors.Is(err, credential.ErrKeyEncryption):
 		return p(http.StatusInternalServerError, "internal", "Internal error", "signing keys are unavailable")
+	case databaseUnavailable(err):
+		return p(http.StatusServiceUnavailable, "database-unavailable", "Service temporarily unavailable",
+			"the API cannot reach its database; retry after the time in Retry-After")
 	}
 	return p(http.StatusInternalServerError, "internal", "Internal error", "")
 }
@@ -213,6 +217,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if errors.Is(err, account.ErrBusy) {
 		w.Header().Set("Retry-After", "1")
+	}
+	if pr.Type == problemBase+"database-unavailable" {
+		w.Header().Set("Retry-After", "2")
 	}
 	if wr := (*writeRateError)(nil); errors.As(err, &wr) {
 		w.Header().Set("Retry-After", wr.retryAfterSeconds())
