@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // relayBufSize is the buffer for relays the kernel cannot splice.
@@ -36,19 +37,29 @@ func (p *bufPool) put(b *[]byte) {
 	}
 }
 
-// relay copies both ways between client and node until one direction ends,
-// then closes both (which ends the other direction) and returns the bytes
-// copied client->node and node->client.
+// relay copies both ways between client and node until they end, then
+// closes both and returns the bytes copied client->node and node->client.
+//
+// A device that hangs up ends the relay at once. A node that ends its side
+// (refusing a token, shutting down, kicking the client with a DISCONNECT)
+// must not leave the device connected to nothing; but closing the device's
+// socket while its input is unread makes the kernel reset the connection,
+// which can discard the node's last packet, the DISCONNECT that says why
+// (docs/contracts.md, "How a connection ends"). So the node's end of stream
+// is passed on as a half-close, and what the device still sends goes on to
+// the node, which reads and discards it, until the device closes too, the
+// node closes, or lingerAfterNode passes.
 func relay(client, node net.Conn, bufs *bufPool) (up, down int64) {
-	// Whichever direction ends first closes both: a node that hangs up
-	// (refusing a token, shutting down, kicking the client) must not leave
-	// the device connected to nothing, waiting on a read of its own.
 	var once sync.Once
 	closeBoth := func() { once.Do(func() { client.Close(); node.Close() }) }
 	done := make(chan int64, 1)
 	go func() {
 		n, _ := copyConn(client, node, bufs)
-		closeBoth()
+		if cw, ok := client.(closeWriter); ok && cw.CloseWrite() == nil {
+			_ = client.SetReadDeadline(time.Now().Add(lingerAfterNode))
+		} else {
+			closeBoth()
+		}
 		done <- n
 	}()
 	up, _ = copyConn(node, client, bufs)
@@ -56,6 +67,12 @@ func relay(client, node net.Conn, bufs *bufPool) (up, down int64) {
 	down = <-done
 	return up, down
 }
+
+// lingerAfterNode bounds how long a device may go on sending after its
+// node ended the connection (the node's own linger is shorter).
+const lingerAfterNode = 3 * time.Second
+
+type closeWriter interface{ CloseWrite() error }
 
 // copyConn copies src to dst. Between two *net.TCPConn it is
 // TCPConn.ReadFrom, which Go implements with splice(2) through a pipe: the
