@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-MODULES := broker gateway services billing migrations e2e testenv bench
+MODULES := broker gateway services billing quotas migrations e2e testenv bench
 PKGS    := $(foreach m,$(MODULES),./$(m)/...)
 # The dashboard's Go package, named alone: web/node_modules may hold .go files.
 GOPKGS  := $(PKGS) ./web
@@ -12,7 +12,7 @@ DEV     := infra/dev
 export BERTH_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:$(or $(BERTH_PG_PORT),54329)/postgres?sslmode=disable
 export BERTH_TEST_REDIS_URL    ?= redis://127.0.0.1:$(or $(BERTH_REDIS_PORT),63790)/0
 
-.PHONY: help run test lint bench bench-micro fuzz dev-up dev-down build clean web web-deps
+.PHONY: help run test lint bench bench-micro bench-backlog crash-qos2 fault fuzz dev-up dev-down build clean web web-deps
 
 help: ## show this help
 	@echo "Berth: multi-tenant hosted MQTT."
@@ -22,8 +22,8 @@ help: ## show this help
 run: ## run the whole stack locally (Postgres, Redis, api, broker node, gateway) with a demo credential
 	@$(DEV)/run.sh
 
-test: dev-up web ## run every module's tests with -race against a private Postgres and Redis, then the dashboard's
-	$(GO) test -race -count=1 -timeout 15m $(GOPKGS)
+test: web ## run every module's tests with -race against a private Postgres and Redis (stopped after, if it started them), then the dashboard's
+	@$(DEV)/with-services.sh $(GO) test -race -count=1 -timeout 15m $(GOPKGS)
 	cd web && npm test
 
 lint: ## gofmt, go vet and staticcheck over every module
@@ -36,6 +36,15 @@ bench: ## Berth vs mosquitto and mochi-mqtt on loopback, one table in bench/resu
 
 bench-micro: ## codec, topic, WAL, fan-out and quota micro-benchmarks (-benchmem)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 500ms ./broker/... ./gateway/...
+
+bench-backlog: ## heap of 100,000 offline persistent sessions with 1,000,000 pending messages between them
+	cd broker && $(GO) test -run '^$$' -bench BenchmarkOfflineBacklog -benchtime 1x ./internal/shard -backlog-sessions 100000 -backlog-pending 1000000
+
+crash-qos2: ## QoS 2 exactly-once across 20 SIGKILLs of the standalone broker (-data, -fsync always); make test runs 5 short ones
+	cd broker && $(GO) test -race -count=1 -run TestQoS2CrashLoop -v ./cmd/broker -qos2-crash-cycles 20 -qos2-crash-most 5000
+
+fault: dev-up ## the e2e fault suite, its node-crash loop at FAULT_CYCLES (default 50) SIGKILLs
+	BERTH_FAULT_CYCLES=$(or $(FAULT_CYCLES),50) $(GO) test -race -count=1 -timeout 30m -run TestFault -v ./e2e/
 
 fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	@$(DEV)/fuzz.sh $(or $(FUZZTIME),30s)

@@ -3,11 +3,23 @@
 # Postgres and Redis, applies migrations, builds and starts every Berth
 # process that exists, prints where each listens and, once the API and the
 # gateway are up, a ready-to-use demo MQTT credential (also written to
-# .run/demo.env). Ctrl-C stops everything it started, Postgres and Redis
-# included; the data stays in .run/ for the next run.
+# .run/demo.env). Ctrl-C stops everything it started (Postgres and Redis
+# too, when this run started them) and exits 0; the data stays in .run/ for
+# the next run. Every port is checked before anything starts: a taken one
+# is named with the variable that moves it, and the run stops (exit 1).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$BERTH_ROOT"
+
+# On a terminal, the stack runs as a job of its own in the foreground, so
+# Ctrl-C reaches it and not make: make then ends with the stack's status
+# (0 after a clean stop), not "Error 130".
+if [ -t 0 ] && [ -z "${BERTH_RUN_JOB:-}" ]; then
+	set -m
+	BERTH_RUN_JOB=1 "$0" "$@" &
+	fg %1 >/dev/null
+	exit
+fi
 
 API_ADDR=${BERTH_API_LISTEN:-127.0.0.1:8080}
 MQTT_ADDR=${BERTH_MQTT_LISTEN:-127.0.0.1:1883}
@@ -20,18 +32,50 @@ BIN=$BERTH_RUN_DIR/bin
 LOGS=$BERTH_RUN_DIR/logs
 mkdir -p "$BIN" "$LOGS"
 
+# Every listener, its address and the variable that moves it, checked
+# before anything starts.
+ports=(
+	"$API_ADDR BERTH_API_LISTEN api"
+	"$API_METRICS BERTH_API_METRICS api-metrics"
+	"$MQTT_ADDR BERTH_MQTT_LISTEN gateway-mqtt"
+	"$WS_ADDR BERTH_WS_LISTEN gateway-websocket"
+	"$GW_METRICS BERTH_GATEWAY_METRICS gateway-metrics"
+	"$NODE_MQTT BERTH_NODE_MQTT node-mqtt"
+	"$NODE_ADMIN BERTH_NODE_ADMIN node-admin"
+)
+dev=$(dirname "$0")
+pg_ours=; redis_ours=
+"$dev/postgres.sh" status >/dev/null 2>&1 && pg_ours=running || ports+=("127.0.0.1:$BERTH_PG_PORT BERTH_PG_PORT postgres")
+"$dev/redis.sh" status >/dev/null 2>&1 && redis_ours=running || ports+=("127.0.0.1:$BERTH_REDIS_PORT BERTH_REDIS_PORT redis")
+taken=0
+for p in "${ports[@]}"; do
+	read -r addr var name <<<"$p"
+	port=${addr##*:}
+	if port_busy "$port"; then
+		if [[ $var = *_PORT ]]; then hint="$var=$((port + 1))"; else hint="$var=${addr%:*}:$((port + 10000))"; fi
+		log "port $port ($name, $addr) is taken by another program; move it with $var, e.g. $hint make run"
+		taken=1
+	fi
+done
+[ "$taken" = 0 ] || die "nothing started: free the port(s) above or move them (see README, Ports)"
+
 pids=()
 cleanup() {
+	local status=$?
 	trap - INT TERM EXIT
 	log "stopping"
 	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-	"$(dirname "$0")/down.sh" || true
+	# Only what this run started: a Postgres or Redis already up (make
+	# dev-up, the tests) stays up.
+	[ -n "$redis_ours" ] || "$dev/redis.sh" stop || true
+	[ -n "$pg_ours" ] || "$dev/postgres.sh" stop || true
+	exit "$status"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM # the EXIT trap stops everything
+trap 'exit 0' INT TERM # Ctrl-C is the way to stop: the EXIT trap stops everything, exit 0
 
-"$(dirname "$0")/up.sh"
+"$dev/up.sh"
 DATABASE_URL=postgres://postgres@127.0.0.1:$BERTH_PG_PORT/berth?sslmode=disable
 REDIS_URL=redis://127.0.0.1:$BERTH_REDIS_PORT/1
 psql_admin() { psql -q -h 127.0.0.1 -p "$BERTH_PG_PORT" -U postgres -d postgres "$@"; }
@@ -48,7 +92,9 @@ export DATABASE_URL REDIS_URL
 
 log "building"
 # The dashboard first: the API binary embeds web/dist.
-if command -v npm >/dev/null; then
+if [ -n "${BERTH_SKIP_WEB:-}" ]; then
+	log "BERTH_SKIP_WEB is set: serving the dashboard as last built in web/dist"
+elif command -v npm >/dev/null; then
 	make --no-print-directory -C "$BERTH_ROOT" web
 else
 	log "npm not found: skipping the dashboard build (the API answers 503 outside /v1)"
@@ -72,12 +118,6 @@ have services/cmd/api && have services/cmd/berthctl && api=1
 have broker/cmd/broker || die "broker/cmd/broker is missing"
 have gateway/cmd/gateway && "$BIN/broker" -help 2>&1 | grep -q -- '-node-id' && full=1
 
-if [ -n "$full" ]; then
-	start broker -node-id dev-node-1 -internal-listen "$NODE_MQTT" -admin-listen "$NODE_ADMIN" \
-		-data "$BERTH_RUN_DIR/node-data" -database-url "$DATABASE_URL" \
-		-jwks-url "http://$API_ADDR/v1/.well-known/jwks.json"
-	wait_port "$NODE_MQTT" broker
-fi
 if [ -n "$api" ]; then
 	# -dev: this local stack may keep its signing keys unsealed (anywhere
 	# else the API wants -key-encryption-key). -open-plans: it is a dev
@@ -89,6 +129,21 @@ if [ -n "$api" ]; then
 		-open-plans free,pro,business
 	wait_port "$API_ADDR" api
 	echo "  api        http://$API_ADDR  (REST at /v1, health at /healthz)  metrics http://$API_METRICS/metrics"
+	# The billing worker (docs/billing.md): meters and invoice drafts every
+	# 10 s here (1 min by default), payment disabled.
+	if have billing/cmd/billing; then
+		start billing -database-url "$DATABASE_URL" -interval 10s -log-format text
+		echo "  billing    worker: drafts at GET /v1/invoices  (log $LOGS/billing.log)"
+	fi
+fi
+# The node after the API, so its first JWKS fetch finds the keys. Its
+# readiness is its admin (HTTP) port: a bare connection to its MQTT port,
+# which wants a PROXY header first, would be logged as refused.
+if [ -n "$full" ]; then
+	start broker -node-id dev-node-1 -internal-listen "$NODE_MQTT" -admin-listen "$NODE_ADMIN" \
+		-data "$BERTH_RUN_DIR/node-data" -database-url "$DATABASE_URL" \
+		-jwks-url "http://$API_ADDR/v1/.well-known/jwks.json"
+	wait_port "$NODE_ADMIN" broker
 fi
 if [ -n "$full" ] && [ -n "$api" ]; then
 	start gateway -gateway-id dev-gw-1 -listen "$MQTT_ADDR" -listen-ws "$WS_ADDR" -listen-tls "" -listen-wss "" \
@@ -129,4 +184,4 @@ fi
 echo
 echo "Logs in $LOGS. Ctrl-C stops everything."
 wait -n "${pids[@]}" || true
-log "a process exited; see $LOGS"
+die "a process exited; see $LOGS"

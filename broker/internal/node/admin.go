@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"berth.dev/billing/plan"
 	"berth.dev/broker/internal/quota"
 	"berth.dev/broker/internal/shard"
 	"berth.dev/broker/packet"
+	"berth.dev/quotas"
 )
 
 // withTenant resolves {tid} to its shard, opening it if needed (a tenant
@@ -106,6 +106,11 @@ func (n *Node) handlePublish(w http.ResponseWriter, r *http.Request, t *tenant) 
 		writeJSON(w, http.StatusTooManyRequests, map[string]string{
 			"error": "the tenant's retained messages quota (max_retained_messages or max_retained_bytes) is reached; delete retained messages or publish without retain",
 			"quota": "retained"})
+	case errors.Is(err, shard.ErrInvalidTopic):
+		// The API checks first; this answer is for whoever did not.
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "topic: must be a topic name (no + or #) that does not start with $"})
+	case errors.Is(err, packet.ErrQoSNotSupported):
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "qos: must be 0, 1 or 2"})
 	default:
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 	}
@@ -209,7 +214,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // applyQuotas is called when a tenant's quotas change in Postgres.
-func (n *Node) applyQuotas(tenantID string, q plan.Quotas) {
+func (n *Node) applyQuotas(tenantID string, q quotas.Quotas) {
 	t, ok := n.lookup(tenantID)
 	if !ok {
 		return

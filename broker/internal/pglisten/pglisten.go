@@ -35,7 +35,10 @@ func Run(ctx context.Context, c Config, handlers map[string]pgxlisten.Handler) e
 	}
 	l := &pgxlisten.Listener{
 		Connect: func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cfg) },
-		LogError: func(_ context.Context, err error) {
+		LogError: func(ctx context.Context, err error) {
+			if ctx.Err() != nil { // shutting down: the end of the wait is expected
+				return
+			}
 			c.Log.Warn("notification listener", "listener", c.AppName, "err", err)
 		},
 		ReconnectDelay: time.Second,

@@ -84,8 +84,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if kek == nil { // config allows it only with -dev
-		log.Warn("-dev without -key-encryption-key: signing keys are stored unsealed")
+	if kek == nil { // config allows it only with -dev, where it is expected
+		log.Info("-dev without -key-encryption-key: signing keys are stored unsealed (set -key-encryption-key anywhere but a local stack)")
 	}
 	keyring, err := credential.NewKeyring(st, kek, log)
 	if err != nil {

@@ -123,6 +123,8 @@ func (a *api) publish(w http.ResponseWriter, r *http.Request) error {
 	var v validator
 	if p := topicProblem(req.Topic, true); p != "" {
 		v.add("topic", p)
+	} else if strings.HasPrefix(req.Topic, "$") {
+		v.add("topic", "must not start with $: such topics ($SYS/..., $berth/...) belong to the server")
 	}
 	v.check(req.QoS >= 0 && req.QoS <= 2, "qos", "must be 0, 1 or 2")
 	v.check(req.Payload == nil || req.PayloadBase64 == nil, "payload_base64", "give payload or payload_base64, not both")
