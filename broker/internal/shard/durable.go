@@ -48,8 +48,8 @@ func (a *ackSyncer) init() {
 // when m could not be logged: a durable broker never acknowledges a
 // message it could lose.
 func (c *conn) ackPublish(m *message, qos byte, id uint16, code packet.ReasonCode) error {
-	if m.lost && c.shard.log.Policy() == wal.SyncAlways {
-		return packet.ErrUnspecified
+	if m.lost {
+		return packet.ErrUnspecified // whatever the fsync policy: it is not in the log
 	}
 	t := packet.TypePuback
 	if qos == 2 {

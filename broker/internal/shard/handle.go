@@ -182,6 +182,9 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 	m.readAt = monoOf(now)
 	m.trace = tr
 	matched := s.publishVia(m, &c.in.matches, &c.out)
+	if m.lost && p.QoS > 0 {
+		return c.refuseUnlogged(m, p, tr)
+	}
 	code = packet.CodeSuccess
 	if matched == 0 && c.version == packet.Version5 {
 		code = packet.CodeNoMatchingSubscribers

@@ -36,6 +36,7 @@ type message struct {
 	stored bool
 	payLen int
 	lost   bool // the log append failed: never acknowledge it as durable
+	full   bool // lost because the disk is full (ENOSPC, EDQUOT): refused with 0x97
 	dead   bool // a dead letter: never dead-lettered again
 	// trace is the message's trace when it was sampled (trace.go); nil
 	// for nearly every message.

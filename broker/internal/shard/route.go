@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"errors"
+	"syscall"
 	"time"
 
 	"berth.dev/broker/internal/topic"
@@ -223,10 +225,18 @@ func (s *Shard) publishVia(m *message, matches *topic.Matches, out *outbox) int 
 		err := s.appendLocked(m)
 		if err != nil {
 			m.lost = true
+			m.full = errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 			s.opts.Logger.Error("appending to the message log", "err", err)
 		}
 		if m.trace != nil {
 			m.trace.traceAppend(now, err)
+		}
+		if err != nil && m.readAt != 0 {
+			// A client's PUBLISH that could not be logged is refused
+			// (handle.go): it must reach no one, or a refused message
+			// would be delivered and sent again by its publisher.
+			s.mu.RUnlock()
+			return 0
 		}
 	}
 	if m.trace != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"berth.dev/broker/internal/store"
 	"berth.dev/broker/internal/wal"
@@ -130,6 +131,32 @@ func (s *Shard) appendLocked(m *message) error {
 	if pub != nil {
 		pub.awaitRelease(m.inID, m.off)
 	}
+	return nil
+}
+
+// refuseUnlogged answers a QoS 1/2 PUBLISH whose message could not be
+// appended to the message log (a full disk, a failed fsync): it was routed
+// to no one (publishVia) and is not acknowledged. An MQTT 5 publisher gets
+// PUBACK/PUBREC 0x97 (quota exceeded) when the disk is full, 0x80
+// otherwise, and stays connected, so it can publish again once the log
+// takes writes; 3.1.1 has no refusal, so its connection is closed without
+// the acknowledgement and the client sends the message again.
+func (c *conn) refuseUnlogged(m *message, p *packet.Publish, tr *msgTrace) error {
+	code := packet.ErrUnspecified
+	if m.full {
+		code = packet.ErrQuotaExceeded
+	}
+	if tr != nil {
+		tr.endRoot(time.Now(), "not logged: refused "+code.String())
+	}
+	if c.version != packet.Version5 {
+		return code
+	}
+	t := packet.TypePuback
+	if p.QoS == 2 {
+		t = packet.TypePubrec // a failure PUBREC ends the flow [MQTT-4.3.3]
+	}
+	c.sendAck(t, p.PacketID, code)
 	return nil
 }
 
