@@ -7,6 +7,7 @@ require (
 	berth.dev/migrations v0.0.0
 	berth.dev/testenv v0.0.0
 	berth.dev/web v0.0.0
+	github.com/eclipse/paho.golang v0.23.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/go-chi/httprate v0.16.1
 	github.com/google/go-cmp v0.7.0

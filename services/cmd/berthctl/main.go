@@ -1,148 +1,217 @@
-// Command berthctl talks to a Berth API as a user would.
-//
-//	berthctl demo -api http://127.0.0.1:8080 [-email E -password P]
-//
-// demo signs up (signup answers alike whether or not the account exists),
-// logs in, makes an API key and a device credential allowed to publish and
-// subscribe under demo/# in the account's first tenant, and prints the
-// values as shell variable assignments: BERTH_API_URL, BERTH_API_KEY,
-// BERTH_TENANT_ID, BERTH_MQTT_ADDR, BERTH_MQTT_USERNAME, BERTH_MQTT_PASSWORD.
+// Command berthctl is the Berth command line: sign up, log in, manage
+// tenants, credentials, quotas, topic rules and sessions, read usage, and
+// publish or subscribe over MQTT. `berthctl help` lists the commands; every
+// command takes -h. Exit codes: 0 ok, 1 an error from the API or the network,
+// 2 a usage error, 3 not logged in or refused credentials (HTTP 401),
+// 4 not found (HTTP 404).
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
+	"os/signal"
+	"sort"
 	"strings"
-	"time"
+	"syscall"
+	"text/tabwriter"
+
+	"berth.dev/services/apiclient"
+)
+
+// Exit codes, documented in the usage text.
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitUsage    = 2
+	exitAuth     = 3
+	exitNotFound = 4
 )
 
 func main() {
-	if len(os.Args) < 2 || os.Args[1] != "demo" {
-		fmt.Fprintln(os.Stderr, "usage: berthctl demo -api URL [-email E -password P]")
-		os.Exit(2)
-	}
-	fs := flag.NewFlagSet("demo", flag.ExitOnError)
-	api := fs.String("api", envOr("BERTH_API_URL", "http://127.0.0.1:8080"), "API base URL (env BERTH_API_URL)")
-	email := fs.String("email", "demo@berth.localhost", "demo account email")
-	password := fs.String("password", envOr("BERTH_DEMO_PASSWORD", "berth-demo-password"), "demo account password (env BERTH_DEMO_PASSWORD)")
-	_ = fs.Parse(os.Args[2:])
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := demo(ctx, &client{base: strings.TrimRight(*api, "/"), http: &http.Client{Timeout: 10 * time.Second}}, *email, *password)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "berthctl:", err)
-		os.Exit(1)
-	}
-	fmt.Print(out)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv})
+	stop()
+	os.Exit(code)
 }
 
-func envOr(k, d string) string {
-	if v := os.Getenv(k); v != "" {
+// env is what a run sees of the outside world.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+func (e *env) envOr(k, d string) string {
+	if v := e.getenv(k); v != "" {
 		return v
 	}
 	return d
 }
 
-type client struct {
-	base string
-	http *http.Client
+// command is one subcommand (or group of them).
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, e *env, args []string) error
 }
 
-// statusError is a non-2xx answer.
-type statusError struct {
-	code int
-	body string
+func commands() []command {
+	return []command{
+		{"signup", "create an account (and its first tenant), then log in", runSignup},
+		{"login", "log in and store an API key in the config file", runLogin},
+		{"logout", "revoke the stored API key and forget it", runLogout},
+		{"tenants", "list, create or choose tenants", runTenants},
+		{"credentials", "list, create, token, revoke device credentials", runCredentials},
+		{"quotas", "show or change the tenant's quotas", runQuotas},
+		{"topics", "list, create or delete topic rules", runTopics},
+		{"sessions", "list MQTT sessions or kick one", runSessions},
+		{"retained", "list retained messages", runRetained},
+		{"usage", "messages, bytes and connection time per step", runUsage},
+		{"latency", "delivery, ack or connect latency percentiles", runLatency},
+		{"traces", "list traces or show one as a waterfall", runTraces},
+		{"pub", "publish MQTT messages to the tenant", runPub},
+		{"sub", "subscribe over MQTT and print what arrives", runSub},
+		{"demo", "make (once) a demo account and device credential, print them as shell variables", runDemo},
+		{"completion", "print a shell completion script (bash)", runCompletion},
+	}
 }
 
-func (e *statusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.code, e.body) }
+func usage(w io.Writer) {
+	fmt.Fprint(w, `berthctl: the Berth command line.
 
-func (c *client) do(ctx context.Context, method, path, bearer string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
+Usage: berthctl COMMAND [flags] [arguments]
+
+Commands:
+`)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, c := range commands() {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(tw, "  help\tthis text; help COMMAND shows a command's flags\n")
+	tw.Flush()
+	fmt.Fprint(w, `
+Common flags: --api URL (env BERTH_API_URL, default the API you logged in to,
+else http://127.0.0.1:8080), --tenant ID|SLUG (env BERTH_TENANT, default the
+one chosen at login), --json (listings: the API's JSON, for scripts).
+The config file is $XDG_CONFIG_HOME/berth/config.json (~/.config/berth/...);
+BERTH_API_KEY overrides its key.
+
+Example:
+  berthctl signup --email me@example.com --password 'correct horse battery'
+  berthctl credentials create sensor --pub 'sensors/#' --sub 'sensors/#'
+  berthctl sub -t 'sensors/#' &
+  berthctl pub -t sensors/1 -m '{"t":21.5}'
+
+Exit codes: 0 ok, 1 error from the API or the network, 2 usage error,
+3 not logged in or credentials refused (HTTP 401), 4 not found (HTTP 404).
+`)
+}
+
+// run executes args and returns the exit code.
+func run(ctx context.Context, args []string, e *env) int {
+	if len(args) == 0 {
+		usage(e.stderr)
+		return exitUsage
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "--help", "-help":
+		if len(args) > 1 && name == "help" {
+			return run(ctx, []string{args[1], "-h"}, e)
 		}
-		body = bytes.NewReader(b)
+		usage(e.stdout)
+		return exitOK
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
-	if err != nil {
-		return err
+	for _, c := range commands() {
+		if c.name == name {
+			return exitCode(e, c.run(ctx, e, args[1:]))
+		}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode/100 != 2 {
-		return &statusError{resp.StatusCode, strings.TrimSpace(string(raw))}
-	}
-	if out != nil {
-		return json.Unmarshal(raw, out)
-	}
-	return nil
+	fmt.Fprintf(e.stderr, "berthctl: unknown command %q (berthctl help lists them)\n", name)
+	return exitUsage
 }
 
-// demo returns the demo environment, creating the account on first use.
-// Signup answers 202 whether it created the account or the email had one
-// already (a second make run): the login that follows tells, failing for
-// an existing account with another password.
-func demo(ctx context.Context, c *client, email, password string) (string, error) {
-	creds := map[string]string{"email": email, "password": password}
-	if err := c.do(ctx, "POST", "/v1/signup", "", creds, nil); err != nil {
-		return "", fmt.Errorf("signup: %w", err)
+// usageError is a bad command line.
+type usageError struct{ msg string }
+
+func (u *usageError) Error() string { return u.msg }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+// errNotLoggedIn: no key in the config file or the environment.
+var errNotLoggedIn = errors.New("not logged in: run berthctl login (or berthctl signup), or set BERTH_API_KEY")
+
+// notFoundError is a name the CLI looked for and did not find.
+type notFoundError struct{ what string }
+
+func (n *notFoundError) Error() string { return n.what + " not found" }
+
+func exitCode(e *env, err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return exitOK
 	}
-	var login struct {
-		Token string `json:"token"`
+	var ue *usageError
+	var ae *apiclient.Error
+	var nf *notFoundError
+	var re *refusedError
+	switch {
+	case errors.As(err, &re):
+		fmt.Fprintln(e.stderr, "berthctl:", err)
+		return exitAuth
+	case errors.As(err, &ue):
+		if ue.msg != "" {
+			fmt.Fprintln(e.stderr, "berthctl:", ue.msg)
+		}
+		return exitUsage
+	case errors.Is(err, errNotLoggedIn):
+		fmt.Fprintln(e.stderr, "berthctl:", err)
+		return exitAuth
+	case errors.As(err, &nf):
+		fmt.Fprintln(e.stderr, "berthctl:", err)
+		return exitNotFound
+	case errors.As(err, &ae):
+		fmt.Fprintln(e.stderr, "berthctl:", err)
+		switch ae.Status {
+		case 401:
+			return exitAuth
+		case 404:
+			return exitNotFound
+		}
+		return exitError
 	}
-	if err := c.do(ctx, "POST", "/v1/login", "", creds, &login); err != nil {
-		return "", fmt.Errorf("login (an account with this email and another password exists?): %w", err)
+	fmt.Fprintln(e.stderr, "berthctl:", err)
+	return exitError
+}
+
+// subcommand dispatches a group's first argument to subs; def runs when
+// there is none or it is a flag.
+func subcommand(ctx context.Context, e *env, group string, args []string, def string, subs map[string]func(context.Context, *env, []string) error) error {
+	name := def
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	} else if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") && def == "" {
+		return groupHelp(e, group, subs)
 	}
-	var k struct {
-		Secret string `json:"secret"`
+	if name == "" {
+		_ = groupHelp(e, group, subs)
+		return &usageError{}
 	}
-	if err := c.do(ctx, "POST", "/v1/api-keys", login.Token, map[string]string{"name": "berthctl demo"}, &k); err != nil {
-		return "", fmt.Errorf("api key: %w", err)
+	f, ok := subs[name]
+	if !ok {
+		return usagef("%s: unknown subcommand %q (berthctl %s -h)", group, name, group)
 	}
-	key := k.Secret
-	var tenants struct {
-		Items []struct {
-			ID string `json:"id"`
-		} `json:"items"`
+	return f(ctx, e, args)
+}
+
+func groupHelp(e *env, group string, subs map[string]func(context.Context, *env, []string) error) error {
+	names := make([]string, 0, len(subs))
+	for n := range subs {
+		names = append(names, n)
 	}
-	if err := c.do(ctx, "GET", "/v1/tenants", key, nil, &tenants); err != nil {
-		return "", fmt.Errorf("tenants: %w", err)
-	}
-	if len(tenants.Items) == 0 {
-		return "", fmt.Errorf("tenants: the account has none")
-	}
-	tenant := tenants.Items[0].ID
-	var cred struct {
-		Username string `json:"username"`
-		Password string `json:"password"`
-		MQTTAddr string `json:"mqtt_addr"`
-	}
-	body := map[string]any{"name": "demo device", "acl": map[string][]string{"pub": {"demo/#"}, "sub": {"demo/#"}}}
-	if err := c.do(ctx, "POST", "/v1/tenants/"+tenant+"/credentials", key, body, &cred); err != nil {
-		return "", fmt.Errorf("credential: %w", err)
-	}
-	var b strings.Builder
-	for _, kv := range [][2]string{
-		{"BERTH_API_URL", c.base}, {"BERTH_API_KEY", key}, {"BERTH_TENANT_ID", tenant},
-		{"BERTH_MQTT_ADDR", cred.MQTTAddr}, {"BERTH_MQTT_USERNAME", cred.Username}, {"BERTH_MQTT_PASSWORD", cred.Password},
-	} {
-		fmt.Fprintf(&b, "%s='%s'\n", kv[0], strings.ReplaceAll(kv[1], "'", `'\''`))
-	}
-	return b.String(), nil
+	sort.Strings(names)
+	fmt.Fprintf(e.stderr, "Usage: berthctl %s {%s} [flags]; berthctl %s SUBCOMMAND -h for its flags\n", group, strings.Join(names, "|"), group)
+	return flag.ErrHelp
 }

@@ -1,18 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"berth.dev/services/apiclient"
 	"berth.dev/services/internal/account"
 	"berth.dev/services/internal/credential"
 	"berth.dev/services/internal/httpapi"
@@ -21,8 +24,8 @@ import (
 	"berth.dev/testenv"
 )
 
-// api serves a real API on a fresh migrated database.
-func api(t *testing.T) *client {
+// api serves a real API on a fresh migrated database and returns its URL.
+func api(t *testing.T) string {
 	t.Helper()
 	st := store.New(testenv.Postgres(t))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -40,7 +43,45 @@ func api(t *testing.T) *client {
 	}
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	return &client{base: srv.URL, http: srv.Client()}
+	return srv.URL
+}
+
+// cli runs berthctl with its config file in dir and BERTH_API_URL url.
+type cli struct {
+	t        *testing.T
+	dir, url string
+}
+
+func newCLI(t *testing.T, url string) *cli { return &cli{t: t, dir: t.TempDir(), url: url} }
+
+func (c *cli) run(args ...string) (code int, stdout, stderr string) {
+	c.t.Helper()
+	var o, e bytes.Buffer
+	vars := map[string]string{"BERTH_CONFIG": filepath.Join(c.dir, "berth", "config.json"), "BERTH_API_URL": c.url}
+	code = run(context.Background(), args, &env{stdin: strings.NewReader(""), stdout: &o, stderr: &e, getenv: func(k string) string { return vars[k] }})
+	return code, o.String(), e.String()
+}
+
+func (c *cli) ok(args ...string) string {
+	c.t.Helper()
+	code, out, errOut := c.run(args...)
+	if code != 0 {
+		c.t.Fatalf("berthctl %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+func (c *cli) config() config {
+	c.t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.dir, "berth", "config.json"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var cfg config
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		c.t.Fatal(err)
+	}
+	return cfg
 }
 
 // vars parses demo's output.
@@ -57,41 +98,116 @@ func vars(t *testing.T, out string) map[string]string {
 	return m
 }
 
-// TestDemo: the first run signs up, a second (the account exists) reuses
-// the account and its tenant; with another password it fails at login.
-func TestDemo(t *testing.T) {
-	c := api(t)
-	ctx := context.Background()
-	first, err := demo(ctx, c, "demo@example.com", "berth-demo-password")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := vars(t, first)
+// TestDemoIsIdempotent: the first run signs up; a second reuses the API
+// key (kept in the config file), the tenant and the "demo device"
+// credential; with another password and no stored key it fails at login.
+func TestDemoIsIdempotent(t *testing.T) {
+	url := api(t)
+	c := newCLI(t, url)
+	a := vars(t, c.ok("demo", "--email", "demo@example.com", "--password", "berth-demo-password"))
 	for _, k := range []string{"BERTH_API_KEY", "BERTH_TENANT_ID", "BERTH_MQTT_USERNAME", "BERTH_MQTT_PASSWORD"} {
 		if a[k] == "" {
-			t.Fatalf("%s empty in %q", k, first)
+			t.Fatalf("%s empty in %v", k, a)
 		}
 	}
 	if a["BERTH_MQTT_ADDR"] != "127.0.0.1:1883" {
 		t.Fatalf("BERTH_MQTT_ADDR %q", a["BERTH_MQTT_ADDR"])
 	}
-	// The key works.
-	if err := c.do(ctx, "GET", "/v1/tenants/"+a["BERTH_TENANT_ID"], a["BERTH_API_KEY"], nil, nil); err != nil {
-		t.Fatal(err)
+	b := vars(t, c.ok("demo", "--email", "demo@example.com", "--password", "berth-demo-password"))
+	if b["BERTH_API_KEY"] != a["BERTH_API_KEY"] || b["BERTH_TENANT_ID"] != a["BERTH_TENANT_ID"] || b["BERTH_MQTT_USERNAME"] != a["BERTH_MQTT_USERNAME"] {
+		t.Fatalf("second run differs:\n%v\n%v", a, b)
+	}
+	if b["BERTH_MQTT_PASSWORD"] == "" {
+		t.Fatal("second run: no MQTT password")
+	}
+	api := apiclient.New(url, a["BERTH_API_KEY"])
+	var keys apiclient.List[apiclient.APIKey]
+	if err := api.Call(t.Context(), apiclient.ListAPIKeys, nil, nil, nil, &keys); err != nil || len(keys.Items) != 1 {
+		t.Fatalf("API keys after two runs: %+v %v, want 1", keys.Items, err)
+	}
+	var creds apiclient.List[apiclient.Credential]
+	if err := api.Call(t.Context(), apiclient.ListCredentials, []string{a["BERTH_TENANT_ID"]}, nil, nil, &creds); err != nil || len(creds.Items) != 1 {
+		t.Fatalf("credentials after two runs: %+v %v, want 1", creds.Items, err)
 	}
 
-	second, err := demo(ctx, c, "demo@example.com", "berth-demo-password")
-	if err != nil {
-		t.Fatal(err)
+	other := newCLI(t, url)
+	code, _, errOut := other.run("demo", "--email", "demo@example.com", "--password", "not-the-demo-password")
+	if code != exitAuth || !strings.Contains(errOut, "login") {
+		t.Fatalf("another password: exit %d %q, want 3 and the login's 401", code, errOut)
 	}
-	b := vars(t, second)
-	if b["BERTH_TENANT_ID"] != a["BERTH_TENANT_ID"] || b["BERTH_API_KEY"] == a["BERTH_API_KEY"] {
-		t.Fatalf("second run: tenant %s (first %s), key new: %v", b["BERTH_TENANT_ID"], a["BERTH_TENANT_ID"], b["BERTH_API_KEY"] != a["BERTH_API_KEY"])
+}
+
+// TestSignupLoginCredentialsLogout walks the account commands against a
+// real API: the config file's modes, --json output, the refusals' exit codes.
+func TestSignupLoginCredentialsLogout(t *testing.T) {
+	url := api(t)
+	c := newCLI(t, url)
+	if code, _, _ := c.run("tenants"); code != exitAuth {
+		t.Fatalf("tenants before login: exit %d, want 3", code)
+	}
+	out := c.ok("signup", "--email", "me@example.com", "--password", "correct horse battery", "--tenant-slug", "home")
+	if !strings.Contains(out, "tenant home (ten_") {
+		t.Fatalf("signup: %q", out)
+	}
+	p := filepath.Join(c.dir, "berth", "config.json")
+	for path, want := range map[string]os.FileMode{p: 0o600, filepath.Dir(p): 0o700} {
+		fi, err := os.Stat(path)
+		if err != nil || fi.Mode().Perm() != want {
+			t.Fatalf("%s: %v %v, want %v", path, fi.Mode().Perm(), err, want)
+		}
+	}
+	cfg := c.config()
+	if cfg.APIKey == "" || cfg.APIKeyID == "" || !strings.HasPrefix(cfg.Tenant, "ten_") || cfg.API != url {
+		t.Fatalf("config after signup: %+v", cfg)
 	}
 
-	_, err = demo(ctx, c, "demo@example.com", "not-the-demo-password")
-	var se *statusError
-	if !errors.As(err, &se) || se.code != http.StatusUnauthorized || !strings.Contains(err.Error(), "login") {
-		t.Fatalf("another password: %v, want the login's 401", err)
+	var tenants apiclient.List[apiclient.Tenant]
+	if err := json.Unmarshal([]byte(c.ok("tenants", "--json")), &tenants); err != nil || len(tenants.Items) != 1 || tenants.Items[0].Slug != "home" {
+		t.Fatalf("tenants --json: %+v %v", tenants, err)
+	}
+	if out := c.ok("tenants"); !strings.Contains(out, "SLUG") || !strings.Contains(out, "*"+cfg.Tenant) {
+		t.Fatalf("tenants table:\n%s", out)
+	}
+
+	var cred apiclient.Credential
+	if err := json.Unmarshal([]byte(c.ok("credentials", "create", "sensor", "--pub", "s/#", "--sub", "s/#,cmd/#", "--json")), &cred); err != nil || cred.Password == "" {
+		t.Fatalf("credentials create --json: %+v %v", cred, err)
+	}
+	if got := strings.Join(cred.ACL.Sub, " "); got != "s/# cmd/#" {
+		t.Fatalf("sub ACL %q", got)
+	}
+	if out := c.ok("credentials", "--tenant", "home"); !strings.Contains(out, cred.ID) || !strings.Contains(out, "active") {
+		t.Fatalf("credentials list:\n%s", out)
+	}
+	if out := c.ok("credentials", "token", cred.ID); !strings.Contains(out, cred.ID) {
+		t.Fatalf("credentials token:\n%s", out)
+	}
+	if code, _, errOut := c.run("credentials", "token", "crd_doesnotexist"); code != exitNotFound {
+		t.Fatalf("token for an unknown credential: exit %d %s, want 4", code, errOut)
+	}
+	if code, _, _ := c.run("credentials", "--tenant", "nosuch"); code != exitNotFound {
+		t.Fatalf("unknown tenant slug: exit %d, want 4", code)
+	}
+	c.ok("credentials", "revoke", cred.ID)
+	if out := c.ok("credentials"); !strings.Contains(out, "revoked") {
+		t.Fatalf("after revoke:\n%s", out)
+	}
+
+	// A second login revokes the first key; logout revokes the second.
+	first := cfg.APIKey
+	c.ok("login", "--email", "me@example.com", "--password", "correct horse battery")
+	second := c.config().APIKey
+	if err := apiclient.New(url, first).Call(t.Context(), apiclient.ListTenants, nil, nil, nil, nil); err == nil {
+		t.Fatal("the first login's key still works after the second login")
+	}
+	c.ok("logout")
+	if err := apiclient.New(url, second).Call(t.Context(), apiclient.ListTenants, nil, nil, nil, nil); err == nil {
+		t.Fatal("the key still works after logout")
+	}
+	if code, _, _ := c.run("credentials"); code != exitAuth {
+		t.Fatalf("after logout: exit %d, want 3", code)
+	}
+	if code, _, _ := c.run("login", "--email", "me@example.com", "--password", "wrong password!"); code != exitAuth {
+		t.Fatalf("wrong password: exit %d, want 3", code)
 	}
 }
