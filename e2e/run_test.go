@@ -40,7 +40,7 @@ func runEnv(t *testing.T) (dir string, env map[string]string) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	port := func() string { _, p, _ := net.SplitHostPort(stack.FreeAddr(t)); return p }
-	env = map[string]string{"BERTH_RUN_DIR": dir, "BERTH_PG_PORT": port(), "BERTH_REDIS_PORT": port(), "BERTH_SKIP_WEB": "1"}
+	env = map[string]string{"BERTH_RUN_DIR": dir, "BERTH_PG_PORT": port(), "BERTH_REDIS_PORT": port(), "BERTH_STRIPE_MOCK_PORT": port(), "BERTH_SKIP_WEB": "1"}
 	for _, v := range []string{"BERTH_API_LISTEN", "BERTH_API_METRICS", "BERTH_MQTT_LISTEN", "BERTH_WS_LISTEN",
 		"BERTH_GATEWAY_METRICS", "BERTH_NODE_MQTT", "BERTH_NODE_ADMIN"} {
 		env[v] = stack.FreeAddr(t)

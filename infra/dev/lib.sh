@@ -4,6 +4,7 @@ BERTH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BERTH_RUN_DIR=${BERTH_RUN_DIR:-$BERTH_ROOT/.run}
 BERTH_PG_PORT=${BERTH_PG_PORT:-54329}
 BERTH_REDIS_PORT=${BERTH_REDIS_PORT:-63790}
+BERTH_STRIPE_MOCK_PORT=${BERTH_STRIPE_MOCK_PORT:-63792}
 
 log() { printf 'berth-dev: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }

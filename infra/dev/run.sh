@@ -163,7 +163,8 @@ echo "  redis      $REDIS_URL"
 
 demo=$BERTH_RUN_DIR/demo.env
 if [ -n "$full" ] && [ -n "$api" ]; then
-	(umask 077 && "$BIN/berthctl" demo -api "http://$API_ADDR" >"$demo")
+	# The demo's API key lives with this stack's data, not in ~/.config.
+	(umask 077 && BERTH_CONFIG="$BERTH_RUN_DIR/berthctl.json" "$BIN/berthctl" demo -api "http://$API_ADDR" >"$demo")
 	. "$demo"
 	h=${BERTH_MQTT_ADDR%:*} p=${BERTH_MQTT_ADDR##*:}
 	echo

@@ -26,6 +26,7 @@ import (
 
 	"berth.dev/billing/internal/config"
 	"berth.dev/billing/internal/metering"
+	"berth.dev/billing/payment"
 	"berth.dev/migrations"
 )
 
@@ -37,6 +38,9 @@ func main() {
 }
 
 func run() error {
+	if len(os.Args) > 1 && os.Args[1] == "grant" {
+		return grant(os.Args[2:], os.Getenv, os.Stdout)
+	}
 	cfg, err := config.Parse(flag.NewFlagSet("billing", flag.ContinueOnError), os.Args[1:], os.Getenv)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -50,7 +54,6 @@ func run() error {
 	}
 	log := slog.New(h)
 	log.Info("starting", slog.Any("config", cfg.Redacted()))
-	log.Info("payment is disabled: no payment provider is configured; invoices are drafted and issued, not charged")
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -63,7 +66,18 @@ func run() error {
 	}
 	defer pool.Close()
 
-	w := metering.New(pool, metering.Config{Interval: cfg.Interval, Grace: cfg.Grace, Poll: cfg.Poll}, log)
+	mc := metering.Config{Interval: cfg.Interval, Grace: cfg.Grace, Poll: cfg.Poll}
+	if cfg.StripeKey == "" {
+		log.Info("payment is disabled: no Stripe key (-stripe-key, BERTH_STRIPE_KEY); invoices are drafted and issued, not charged, and paid plans are granted with `billing grant`")
+	} else {
+		p, err := payment.New(pool, payment.Config{Key: cfg.StripeKey, URL: cfg.StripeURL}, log)
+		if err != nil {
+			return err
+		}
+		mc.Payments = p
+		log.Info("payment through Stripe: final invoices are pushed, and accounts capped when their payment grace ends")
+	}
+	w := metering.New(pool, mc, log)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	select {

@@ -19,6 +19,9 @@ type Config struct {
 	Poll            time.Duration
 	LogFormat       string
 	ShutdownTimeout time.Duration
+	// Payment through Stripe (docs/billing.md, "Payment"); no key: disabled.
+	StripeKey string
+	StripeURL string
 }
 
 var env = map[string]string{
@@ -28,6 +31,8 @@ var env = map[string]string{
 	"leader-poll":      "BERTH_BILLING_LEADER_POLL",
 	"log-format":       "BERTH_LOG_FORMAT",
 	"shutdown-timeout": "BERTH_SHUTDOWN_TIMEOUT",
+	"stripe-key":       "BERTH_STRIPE_KEY",
+	"stripe-url":       "BERTH_STRIPE_URL",
 }
 
 // Register declares the flags, with their defaults, on fs.
@@ -38,6 +43,8 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Poll, "leader-poll", 5*time.Second, "how often a waiting worker tries for the leader lock (BERTH_BILLING_LEADER_POLL)")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "json or text (BERTH_LOG_FORMAT)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a SIGTERM waits for the current run (BERTH_SHUTDOWN_TIMEOUT)")
+	fs.StringVar(&c.StripeKey, "stripe-key", "", "Stripe secret key; empty: payment disabled (BERTH_STRIPE_KEY)")
+	fs.StringVar(&c.StripeURL, "stripe-url", "", "Stripe API base URL; empty: Stripe's (BERTH_STRIPE_URL)")
 }
 
 // Parse parses args into a Config, then fills flags not given from getenv,
@@ -85,8 +92,12 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Redacted is the config for logging: the database password hidden.
+// Redacted is the config for logging: the database password and the
+// Stripe key hidden.
 func (c Config) Redacted() Config {
+	if c.StripeKey != "" {
+		c.StripeKey = "(set)"
+	}
 	if u, err := url.Parse(c.DatabaseURL); err == nil {
 		c.DatabaseURL = u.Redacted()
 	} else {

@@ -12,6 +12,8 @@ import (
 
 	"berth.dev/billing/internal/leader"
 	"berth.dev/billing/invoice"
+	"berth.dev/billing/plan"
+	"berth.dev/quotas"
 )
 
 // LockKey is the advisory lock the leading worker holds for as long as it
@@ -28,6 +30,15 @@ type Config struct {
 	Poll time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Payments, when set, takes each run's final invoices to the payment
+	// provider and caps the accounts whose payment grace has ended.
+	Payments Payments
+}
+
+// Payments is the payment provider as a run uses it (*payment.Provider).
+type Payments interface {
+	PushFinal(ctx context.Context) (int, error)
+	EnforceGrace(ctx context.Context, now time.Time, free quotas.Quotas) (int, error)
 }
 
 func (c Config) withDefaults() Config {
@@ -103,7 +114,8 @@ func (w *Worker) lead(ctx context.Context, lease *leader.Lease) error {
 			}
 			w.log.Error("billing run failed; will retry", "err", err)
 		} else {
-			w.log.Debug("billing run", "drafted", r.Drafted, "finalized", r.Finalized, "months_closed", r.MonthsClosed)
+			w.log.Debug("billing run", "drafted", r.Drafted, "finalized", r.Finalized, "months_closed", r.MonthsClosed,
+				"pushed", r.Pushed, "capped", r.Capped, "budget_notices", r.BudgetNotices)
 		}
 		select {
 		case <-ctx.Done():
@@ -116,6 +128,8 @@ func (w *Worker) lead(ctx context.Context, lease *leader.Lease) error {
 // Report says what one run did.
 type Report struct {
 	Drafted, Finalized, MonthsClosed int
+	Pushed, Capped                   int // with Config.Payments
+	BudgetNotices                    int // budget thresholds reached (budget_notifications)
 }
 
 // RunOnce bills every open month: each account with a tenant within it gets
@@ -123,10 +137,33 @@ type Report struct {
 // invoice issued; a month whose invoices are all issued is closed. It is
 // safe to run concurrently with itself (each account's month is one
 // transaction holding the invoice's row lock), though Run runs it only
-// while leading.
+// while leading. Then it checks budgets against the running month's drafts
+// (budget.go) and, with Config.Payments, pushes final invoices and caps
+// accounts whose payment grace ended.
 func (w *Worker) RunOnce(ctx context.Context) (Report, error) {
-	var r Report
 	now := w.cfg.Now().UTC()
+	r, err := w.bill(ctx, now)
+	if err != nil {
+		return r, err
+	}
+	free, err := plan.Lookup("free")
+	if err != nil {
+		return r, err
+	}
+	if r.BudgetNotices, err = w.checkBudgets(ctx, now, free.Max); err != nil || w.cfg.Payments == nil {
+		return r, err
+	}
+	if r.Pushed, err = w.cfg.Payments.PushFinal(ctx); err != nil {
+		return r, fmt.Errorf("metering: push invoices: %w", err)
+	}
+	if r.Capped, err = w.cfg.Payments.EnforceGrace(ctx, now, free.Max); err != nil {
+		return r, fmt.Errorf("metering: payment grace: %w", err)
+	}
+	return r, nil
+}
+
+func (w *Worker) bill(ctx context.Context, now time.Time) (Report, error) {
+	var r Report
 	first, ok, err := w.firstOpenMonth(ctx, now)
 	if err != nil || !ok {
 		return r, err

@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"berth.dev/billing/payment"
 	"berth.dev/migrations"
 	"berth.dev/services/internal/account"
 	"berth.dev/services/internal/config"
@@ -103,6 +104,17 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	var payments httpapi.Payments
+	if cfg.StripeKey == "" {
+		log.Info("payment is disabled: no Stripe key (-stripe-key, BERTH_STRIPE_KEY); paid plans only by -open-plans or an operator's `billing grant`", "open_plans", openPlans)
+	} else {
+		p, err := payment.New(pool, payment.Config{Key: cfg.StripeKey, WebhookSecret: cfg.StripeWebhookSecret, URL: cfg.StripeURL, Grace: cfg.PaymentGrace}, log)
+		if err != nil {
+			return err
+		}
+		payments = p
+		log.Info("payment through Stripe: paid plans need a payment method; webhooks at POST /v1/billing/webhook", "grace", cfg.PaymentGrace)
+	}
 	router, err := httpapi.NewRouter(httpapi.Options{
 		Store:    st,
 		Accounts: account.NewService(st, account.DefaultParams, cfg.SessionTTL, cfg.RefreshTTL, hashes),
@@ -110,7 +122,7 @@ func run() error {
 		Domain: cfg.Domain, MQTTAddr: cfg.MQTTAddr, Issuer: cfg.Issuer, CORSOrigin: cfg.CORSOrigin,
 		MQTTTLSAddr: cfg.MQTTTLSAddr, MQTTWSURL: cfg.MQTTWSURL, MQTTWSSURL: cfg.MQTTWSSURL,
 		AuthRateLimit: cfg.AuthRateLimit, TrustedProxies: cfg.TrustedProxyPrefixes(), SecureCookies: cfg.SecureCookies,
-		OpenPlans: openPlans, AccountWriteRate: cfg.AccountWriteRate, AccountWriteBurst: cfg.AccountWriteBurst,
+		OpenPlans: openPlans, Payments: payments, AccountWriteRate: cfg.AccountWriteRate, AccountWriteBurst: cfg.AccountWriteBurst,
 		Dashboard: web.Handler(log),
 	})
 	if err != nil {

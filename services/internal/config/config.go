@@ -56,6 +56,13 @@ type Config struct {
 	// to put its tenants on, until billing entitles accounts one by one;
 	// "free" is always among them.
 	OpenPlans string
+	// Payment through Stripe (docs/billing.md, "Payment"): without a key,
+	// payment is disabled and paid plans come from -open-plans or an
+	// operator's `billing grant`.
+	StripeKey           string
+	StripeWebhookSecret string
+	StripeURL           string
+	PaymentGrace        time.Duration
 	// AccountWriteRate and AccountWriteBurst are each account's token
 	// bucket for authenticated REST writes: writes a second, bucket size.
 	AccountWriteRate  float64
@@ -71,36 +78,40 @@ type Config struct {
 
 // env names the environment variable behind each flag.
 var env = map[string]string{
-	"listen":              "BERTH_API_LISTEN",
-	"database-url":        "DATABASE_URL",
-	"domain":              "BERTH_DOMAIN",
-	"mqtt-addr":           "BERTH_MQTT_ADDR",
-	"mqtt-tls-addr":       "BERTH_MQTT_TLS_ADDR",
-	"mqtt-ws-url":         "BERTH_MQTT_WS_URL",
-	"mqtt-wss-url":        "BERTH_MQTT_WSS_URL",
-	"issuer":              "BERTH_ISSUER",
-	"node-token":          "BERTH_NODE_TOKEN",
-	"cors-origin":         "BERTH_CORS_ORIGIN",
-	"key-encryption-key":  "BERTH_KEY_ENCRYPTION_KEY",
-	"dev":                 "BERTH_DEV",
-	"metrics-listen":      "BERTH_METRICS_LISTEN",
-	"trusted-proxies":     "BERTH_TRUSTED_PROXIES",
-	"argon2-concurrency":  "BERTH_ARGON2_CONCURRENCY",
-	"open-plans":          "BERTH_OPEN_PLANS",
-	"account-write-rate":  "BERTH_ACCOUNT_WRITE_RATE",
-	"account-write-burst": "BERTH_ACCOUNT_WRITE_BURST",
-	"key-rotation":        "BERTH_KEY_ROTATION",
-	"key-check":           "BERTH_KEY_CHECK",
-	"session-ttl":         "BERTH_SESSION_TTL",
-	"refresh-ttl":         "BERTH_REFRESH_TTL",
-	"auth-rate-limit":     "BERTH_AUTH_RATE_LIMIT",
-	"secure-cookies":      "BERTH_SECURE_COOKIES",
-	"log-format":          "BERTH_LOG_FORMAT",
-	"shutdown-timeout":    "BERTH_SHUTDOWN_TIMEOUT",
-	"spans-retention":     "BERTH_SPANS_RETENTION",
-	"usage-retention":     "BERTH_USAGE_RETENTION",
-	"partitions-ahead":    "BERTH_PARTITIONS_AHEAD",
-	"lifecycle-interval":  "BERTH_LIFECYCLE_INTERVAL",
+	"listen":                "BERTH_API_LISTEN",
+	"database-url":          "DATABASE_URL",
+	"domain":                "BERTH_DOMAIN",
+	"mqtt-addr":             "BERTH_MQTT_ADDR",
+	"mqtt-tls-addr":         "BERTH_MQTT_TLS_ADDR",
+	"mqtt-ws-url":           "BERTH_MQTT_WS_URL",
+	"mqtt-wss-url":          "BERTH_MQTT_WSS_URL",
+	"issuer":                "BERTH_ISSUER",
+	"node-token":            "BERTH_NODE_TOKEN",
+	"cors-origin":           "BERTH_CORS_ORIGIN",
+	"key-encryption-key":    "BERTH_KEY_ENCRYPTION_KEY",
+	"dev":                   "BERTH_DEV",
+	"metrics-listen":        "BERTH_METRICS_LISTEN",
+	"trusted-proxies":       "BERTH_TRUSTED_PROXIES",
+	"argon2-concurrency":    "BERTH_ARGON2_CONCURRENCY",
+	"open-plans":            "BERTH_OPEN_PLANS",
+	"stripe-key":            "BERTH_STRIPE_KEY",
+	"stripe-webhook-secret": "BERTH_STRIPE_WEBHOOK_SECRET",
+	"stripe-url":            "BERTH_STRIPE_URL",
+	"payment-grace":         "BERTH_PAYMENT_GRACE",
+	"account-write-rate":    "BERTH_ACCOUNT_WRITE_RATE",
+	"account-write-burst":   "BERTH_ACCOUNT_WRITE_BURST",
+	"key-rotation":          "BERTH_KEY_ROTATION",
+	"key-check":             "BERTH_KEY_CHECK",
+	"session-ttl":           "BERTH_SESSION_TTL",
+	"refresh-ttl":           "BERTH_REFRESH_TTL",
+	"auth-rate-limit":       "BERTH_AUTH_RATE_LIMIT",
+	"secure-cookies":        "BERTH_SECURE_COOKIES",
+	"log-format":            "BERTH_LOG_FORMAT",
+	"shutdown-timeout":      "BERTH_SHUTDOWN_TIMEOUT",
+	"spans-retention":       "BERTH_SPANS_RETENTION",
+	"usage-retention":       "BERTH_USAGE_RETENTION",
+	"partitions-ahead":      "BERTH_PARTITIONS_AHEAD",
+	"lifecycle-interval":    "BERTH_LIFECYCLE_INTERVAL",
 }
 
 // Register defines the flags on fs, writing into c.
@@ -120,7 +131,11 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.MetricsListen, "metrics-listen", "127.0.0.1:9102", "internal listener for Prometheus /metrics (empty: none)")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "comma-separated CIDRs of reverse proxies whose X-Forwarded-For names the client (empty: none)")
 	fs.IntVar(&c.Argon2Concurrency, "argon2-concurrency", max(2, runtime.GOMAXPROCS(0)), "most argon2id password hashes at once (signup, login)")
-	fs.StringVar(&c.OpenPlans, "open-plans", "free", "comma-separated plans every account is entitled to (until billing decides per account); must include free")
+	fs.StringVar(&c.OpenPlans, "open-plans", "free", "comma-separated plans every account is entitled to (beside those its payment method or an operator's grant gives it); must include free")
+	fs.StringVar(&c.StripeKey, "stripe-key", "", "Stripe secret key; empty: payment disabled, paid plans by -open-plans or `billing grant`")
+	fs.StringVar(&c.StripeWebhookSecret, "stripe-webhook-secret", "", "signing secret of the Stripe webhook endpoint POST /v1/billing/webhook (required with -stripe-key)")
+	fs.StringVar(&c.StripeURL, "stripe-url", "", "Stripe API base URL (empty: Stripe's; tests: stripe-mock)")
+	fs.DurationVar(&c.PaymentGrace, "payment-grace", 7*24*time.Hour, "how long after a failed payment an account keeps its quotas before the billing worker caps them to the free plan's bounds")
 	fs.Float64Var(&c.AccountWriteRate, "account-write-rate", 20, "authenticated REST writes (POST/PUT/PATCH/DELETE) a second per account, over all its keys and sessions")
 	fs.IntVar(&c.AccountWriteBurst, "account-write-burst", 40, "burst of -account-write-rate: writes an account may make at once")
 	fs.DurationVar(&c.KeyRotation, "key-rotation", 30*24*time.Hour, "rotate the signing key when it is older than this")
@@ -227,6 +242,12 @@ func (c *Config) Validate() error {
 	} else if !slices.Contains(plans, "free") {
 		bad("-open-plans %q must include free (signup puts every account's first tenant on it)", c.OpenPlans)
 	}
+	if c.StripeKey != "" && c.StripeWebhookSecret == "" {
+		bad("-stripe-webhook-secret (BERTH_STRIPE_WEBHOOK_SECRET) is required with -stripe-key: Stripe's webhooks are verified with it")
+	}
+	if c.PaymentGrace <= 0 {
+		bad("-payment-grace must be positive")
+	}
 	if !(c.AccountWriteRate >= 0.001 && c.AccountWriteRate <= 1e6) {
 		bad("-account-write-rate %v must be between 0.001 and 1000000 writes a second", c.AccountWriteRate)
 	}
@@ -328,6 +349,8 @@ func (c Config) Redacted() Config {
 	}
 	c.NodeToken = mask(c.NodeToken)
 	c.KeyEncryption = mask(c.KeyEncryption)
+	c.StripeKey = mask(c.StripeKey)
+	c.StripeWebhookSecret = mask(c.StripeWebhookSecret)
 	if u, err := url.Parse(c.DatabaseURL); err == nil {
 		c.DatabaseURL = u.Redacted()
 	}

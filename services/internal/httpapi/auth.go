@@ -253,6 +253,14 @@ type accountJSON struct {
 	// how many tenants it may have: the dashboard offers only these.
 	Plans       []string `json:"plans"`
 	TenantLimit int      `json:"tenant_limit"`
+	// Payment is the account's payment state (docs/billing.md, "Payment").
+	Payment paymentJSON `json:"payment"`
+}
+
+type paymentJSON struct {
+	// Enabled: the service takes payment (it runs with a Stripe key).
+	Enabled bool `json:"enabled"`
+	store.Payment
 }
 
 // getAccount answers who the caller is and what it is entitled to: the
@@ -263,10 +271,18 @@ func (a *api) getAccount(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, err := a.tenantCap(ctx, acc.ID)
+	plans, err := a.entitledPlans(ctx, acc.ID)
+	if err != nil {
+		return err
+	}
+	limit, err := plan.TenantCap(plans)
+	if err != nil {
+		return err
+	}
+	pay, err := a.store.AccountPayment(ctx, acc.ID)
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, accountJSON{ID: acc.ID, Email: acc.Email, CreatedAt: acc.CreatedAt,
-		Plans: a.entitledPlans(ctx, acc.ID), TenantLimit: limit})
+		Plans: plans, TenantLimit: limit, Payment: paymentJSON{Enabled: a.opts.Payments != nil, Payment: pay}})
 }

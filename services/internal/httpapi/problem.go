@@ -106,6 +106,9 @@ func problemFor(err error) Problem {
 	p := func(status int, slug, title, detail string) Problem {
 		return Problem{Type: problemBase + slug, Title: title, Status: status, Detail: detail}
 	}
+	if pr, ok := paymentProblem(err); ok {
+		return pr
+	}
 	switch {
 	case errors.As(err, &verr):
 		pr := p(http.StatusUnprocessableEntity, "validation", "Invalid input", fmt.Sprintf("%d field(s) invalid", len(verr.fields)))

@@ -49,9 +49,13 @@ type Options struct {
 	TrustedProxies []netip.Prefix
 	SecureCookies  bool
 	// OpenPlans are the plans every account is entitled to put its tenants
-	// on (until billing entitles accounts one by one); nil: only "free".
+	// on, beside those its payment method or an operator's grant entitles
+	// it to (entitlement.go); nil: only "free".
 	// An account's tenant cap is the largest among them (plan.TenantCap).
 	OpenPlans []string
+	// Payments is the payment provider (Stripe); nil: payment disabled,
+	// paid plans only by -open-plans or an operator's grant.
+	Payments Payments
 	// AccountWriteRate and AccountWriteBurst are each account's token
 	// bucket for authenticated writes (POST, PUT, PATCH, DELETE; not HTTP
 	// publish, which the tenant's message quotas meter): writes a second
@@ -126,6 +130,9 @@ func NewRouter(o Options) (chi.Router, error) {
 			r.Post("/refresh", handler(a.refresh))
 		})
 
+		// Stripe's calls: authenticated by their signature, not a session.
+		r.Post("/billing/webhook", handler(a.stripeWebhook))
+
 		// HTTP publish is a message, not a change of configuration: the
 		// tenant's message quotas on its node meter it (429
 		// quota-exceeded), as they do a device's PUBLISH, so it is outside
@@ -149,6 +156,9 @@ func NewRouter(o Options) (chi.Router, error) {
 			r.Get("/invoices/{id}", handler(a.getInvoice("json")))
 			r.Get("/invoices/{id}.csv", handler(a.getInvoice("csv")))
 			r.Get("/invoices/{id}.html", handler(a.getInvoice("html")))
+			r.Post("/billing/setup-intent", handler(a.setupIntent))
+			r.Get("/billing/budget", handler(a.getBudget))
+			r.Put("/billing/budget", handler(a.putBudget))
 
 			r.Group(func(r chi.Router) {
 				r.Use(a.loadTenant)

@@ -1,34 +1,125 @@
-import { api, must } from '../api/client';
+import { ApiError, api, must, type Schemas } from '../api/client';
 import { useQuery } from '../hooks/useQuery';
 import { quotaFields } from '../lib/quotas';
 import { useTenant } from '../session';
 import { Loaded } from '../ui/states';
 import { Table } from '../ui/table';
 
+/** Integer cents as money: never through floating point arithmetic. */
+function money(cents: number, currency = 'usd'): string {
+  const sign = cents < 0 ? '−' : '';
+  const abs = Math.abs(cents);
+  const whole = Math.floor(abs / 100).toLocaleString('en-US');
+  return `${sign}${currency === 'usd' ? '$' : currency.toUpperCase() + ' '}${whole}.${String(abs % 100).padStart(2, '0')}`;
+}
+
+const paymentStates: Record<string, string> = {
+  ok: 'in good standing',
+  grace: 'a payment failed: update the payment method before the grace period ends',
+  capped: "a payment failed and its grace ended: the tenants' quotas were capped to the free plan's bounds",
+};
+
 /**
- * The tenant's plan and its bounds. Prices, the period's estimate and
- * invoices come with the billing service; until then this page says so.
+ * The account's billing: its payment method, this month's estimate (the
+ * draft invoice), its invoices (each printable as a page), its budget, and
+ * the tenant's plan with its bounds.
  */
 export function Billing() {
   const { tenant } = useTenant();
   const tid = tenant.id;
+  const account = useQuery(async () => must(api.GET('/v1/account')), []);
+  const invoices = useQuery(async () => must(api.GET('/v1/invoices', { params: { query: { limit: 24 } } })), [], 60_000);
+  const budget = useQuery(async () => {
+    try {
+      return await must(api.GET('/v1/billing/budget'));
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) return null;
+      throw e;
+    }
+  }, []);
   const quotas = useQuery(async () => must(api.GET('/v1/tenants/{tid}/quotas', { params: { path: { tid } } })), [tid]);
   return (
     <section>
       <h1 tabIndex={-1}>Billing</h1>
+      <Loaded q={account} what="Loading the account">
+        {(a) => (
+          <div class="panel" data-testid="payment">
+            {a.payment.enabled ? (
+              <p>
+                Payment method: <strong>{a.payment.payment_method ? 'on file' : 'none'}</strong>; account {paymentStates[a.payment.payment_state]}
+                {a.payment.grace_until ? ` (until ${new Date(a.payment.grace_until).toLocaleString()})` : ''}.
+                {a.payment.payment_method ? '' : ' Paid plans need a payment method.'}
+              </p>
+            ) : (
+              <p>Payment is not enabled on this service: no charge is made, and paid plans are granted by its operator.</p>
+            )}
+            <p class="muted small">Plans this account may use: {a.plans.join(', ')}.</p>
+          </div>
+        )}
+      </Loaded>
+      <h2>Invoices</h2>
+      <Loaded q={invoices} what="Loading the invoices">
+        {(l) => {
+          const items = l.items as Schemas['Invoice'][];
+          const draft = items.find((i) => i.status === 'draft' && i.kind === 'invoice');
+          return (
+            <>
+              <p data-testid="estimate">
+                {draft ? (
+                  <>
+                    This month's estimate ({draft.month}): <strong>{money(draft.total_cents, draft.currency)}</strong>, updated{' '}
+                    {new Date(draft.updated_at).toLocaleString()}.
+                  </>
+                ) : (
+                  'No estimate yet for this month: the billing worker drafts it within minutes of the first usage.'
+                )}
+              </p>
+              {items.length ? (
+                <Table columns={['Month', 'Invoice', 'Status', { label: 'Total', num: true }, 'Printable']}>
+                  {items.map((i) => (
+                    <tr key={i.id}>
+                      <td>{i.month}</td>
+                      <td>{i.number ? `#${i.number}` : '—'}</td>
+                      <td>{i.status === 'draft' ? 'estimate' : 'issued'}</td>
+                      <td class="num">{money(i.total_cents, i.currency)}</td>
+                      <td>
+                        <a href={`/v1/invoices/${encodeURIComponent(i.id)}.html`} target="_blank" rel="noopener">
+                          Open {i.month}
+                        </a>
+                      </td>
+                    </tr>
+                  ))}
+                </Table>
+              ) : null}
+            </>
+          );
+        }}
+      </Loaded>
+      <h2>Budget</h2>
+      <Loaded q={budget} what="Loading the budget">
+        {(b) =>
+          b ? (
+            <p data-testid="budget">
+              Monthly budget {money(b.monthly_cents)}; at 100 % Berth {b.action === 'cap' ? "caps the tenants' quotas to the free plan's bounds" : 'notifies'}.
+              {b.notices.length ? ` Latest: ${b.notices[0].percent} % reached in ${b.notices[0].month.slice(0, 7)}.` : ''}
+            </p>
+          ) : (
+            <p class="muted small" data-testid="budget">
+              No budget set (PUT /v1/billing/budget).
+            </p>
+          )
+        }
+      </Loaded>
       <Loaded q={quotas} what="Loading the plan">
         {(q) => {
           const max = (q.max ?? {}) as Record<string, number>;
           const cur = (q.quotas ?? {}) as Record<string, number>;
           return (
             <>
-              <div class="panel">
-                <p>
-                  Tenant <strong>{tenant.slug}</strong> is on the <strong>{q.plan}</strong> plan.
-                </p>
-                <p class="muted small">Invoices and this period's estimate appear here once billing is enabled for your account. No charge has been made.</p>
-              </div>
               <h2>What the plan allows</h2>
+              <p>
+                Tenant <strong>{tenant.slug}</strong> is on the <strong>{q.plan}</strong> plan.
+              </p>
               <Table columns={['Quota', { label: 'Your setting', num: true }, { label: 'Plan bound', num: true }]}>
                 {quotaFields.map((f) => (
                   <tr key={f.key}>
