@@ -12,7 +12,7 @@ DEV     := infra/dev
 export BERTH_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:$(or $(BERTH_PG_PORT),54329)/postgres?sslmode=disable
 export BERTH_TEST_REDIS_URL    ?= redis://127.0.0.1:$(or $(BERTH_REDIS_PORT),63790)/0
 
-.PHONY: help run test lint bench bench-micro bench-backlog crash-qos2 fault fuzz dev-up dev-down build clean web web-deps
+.PHONY: help run test lint bench bench-micro bench-backlog crash-qos1 crash-qos2 fault fuzz dev-up dev-down build clean web web-deps
 
 help: ## show this help
 	@echo "Berth: multi-tenant hosted MQTT."
@@ -39,6 +39,9 @@ bench-micro: ## codec, topic, WAL, fan-out and quota micro-benchmarks (-benchmem
 
 bench-backlog: ## heap of 100,000 offline persistent sessions with 1,000,000 pending messages between them
 	cd broker && $(GO) test -run '^$$' -bench BenchmarkOfflineBacklog -benchtime 1x ./internal/shard -backlog-sessions 100000 -backlog-pending 1000000
+
+crash-qos1: ## QoS 1: 20 SIGKILLs of the standalone broker (default flags + -data, and -fsync always) under 4 pipelined publishers; make test runs 4 short ones
+	cd broker && $(GO) test -race -count=1 -run TestCrashLoop -v ./cmd/broker -crash-cycles 20 -crash-most 20000
 
 crash-qos2: ## QoS 2 exactly-once across 20 SIGKILLs of the standalone broker (-data, -fsync always); make test runs 5 short ones
 	cd broker && $(GO) test -race -count=1 -run TestQoS2CrashLoop -v ./cmd/broker -qos2-crash-cycles 20 -qos2-crash-most 5000
