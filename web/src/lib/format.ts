@@ -32,6 +32,14 @@ export function durationNs(ns: number): string {
   return `${(ns / 1_000_000_000).toFixed(2)} s`;
 }
 
+/** Whole seconds as the largest exact unit: 86400 is "1 d", 90 is "90 s". */
+export function seconds(n: number): string {
+  for (const [u, size] of [['d', 86_400], ['h', 3_600], ['min', 60]] as const) {
+    if (n >= size && n % size === 0) return `${count(n / size)} ${u}`;
+  }
+  return `${count(n)} s`;
+}
+
 export function when(iso: string | null | undefined): string {
   if (!iso) return '—';
   const d = new Date(iso);

@@ -1,5 +1,5 @@
 // What each quota means, for the editor and the bars.
-import { bytes, count } from './format';
+import { bytes, count, seconds } from './format';
 
 export const quotaFields: { key: string; label: string; fmt: (n: number) => string; unit: string }[] = [
   { key: 'max_connections', label: 'Connections', fmt: count, unit: 'connections' },
@@ -11,13 +11,13 @@ export const quotaFields: { key: string; label: string; fmt: (n: number) => stri
   { key: 'max_subscriptions', label: 'Subscriptions', fmt: count, unit: 'subscriptions' },
   { key: 'max_retained_messages', label: 'Retained messages', fmt: count, unit: 'messages' },
   { key: 'max_retained_bytes', label: 'Retained bytes', fmt: bytes, unit: 'bytes' },
-  { key: 'retention_seconds', label: 'Storage retention (time)', fmt: (n) => `${count(n)} s`, unit: 'seconds' },
+  { key: 'retention_seconds', label: 'Storage retention (time)', fmt: seconds, unit: 'seconds' },
   { key: 'retention_bytes', label: 'Storage retention (size)', fmt: bytes, unit: 'bytes' },
   { key: 'max_inflight', label: 'Messages in flight per client', fmt: count, unit: 'messages' },
   { key: 'max_queued_bytes', label: 'Queued bytes per session', fmt: bytes, unit: 'bytes' },
   { key: 'monthly_messages', label: 'Messages per month', fmt: count, unit: 'messages' },
   { key: 'max_sessions', label: 'Sessions (connected and offline)', fmt: count, unit: 'sessions' },
-  { key: 'max_session_expiry', label: 'Session expiry (longest)', fmt: (n) => `${count(n)} s`, unit: 'seconds' },
+  { key: 'max_session_expiry', label: 'Session expiry (longest)', fmt: seconds, unit: 'seconds' },
 ];
 
 /** The fields whose value exceeds the plan's bound (a zero bound means no bound). */
