@@ -40,6 +40,8 @@ func (r Route) Expand(args ...string) (string, error) {
 // The routes the client uses.
 var (
 	Signup           = Route{"POST", "/v1/signup"}
+	ListInvoices     = Route{"GET", "/v1/invoices"}
+	GetInvoice       = Route{"GET", "/v1/invoices/{id}"}
 	Login            = Route{"POST", "/v1/login"}
 	Logout           = Route{"POST", "/v1/logout"}
 	GetAccount       = Route{"GET", "/v1/account"}
@@ -75,4 +77,5 @@ var Routes = []Route{
 	ListCredentials, CreateCredential, GetCredential, RevokeCredential, IssueToken,
 	GetQuotas, SetQuotas, ListTopicRules, CreateTopicRule, DeleteTopicRule,
 	ListRetained, ListSessions, KickSession, GetLatency, GetUsage, ListTraces, GetTrace,
+	ListInvoices, GetInvoice,
 }

@@ -72,6 +72,7 @@ func commands() []command {
 		{"usage", "messages, bytes and connection time per step", runUsage},
 		{"latency", "delivery, ack or connect latency percentiles", runLatency},
 		{"traces", "list traces or show one as a waterfall", runTraces},
+		{"invoices", "list the account's invoices or show one's lines", runInvoices},
 		{"pub", "publish MQTT messages to the tenant", runPub},
 		{"sub", "subscribe over MQTT and print what arrives", runSub},
 		{"demo", "make (once) a demo account and device credential, print them as shell variables", runDemo},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -27,7 +28,15 @@ import (
 // api serves a real API on a fresh migrated database and returns its URL.
 func api(t *testing.T) string {
 	t.Helper()
-	st := store.New(testenv.Postgres(t))
+	url, _ := apiDB(t)
+	return url
+}
+
+// apiDB is api, also returning the database under it.
+func apiDB(t *testing.T) (string, *pgxpool.Pool) {
+	t.Helper()
+	pool := testenv.Postgres(t)
+	st := store.New(pool)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	kr, err := credential.NewKeyring(st, nil, log)
 	if err != nil {
@@ -43,7 +52,7 @@ func api(t *testing.T) string {
 	}
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	return srv.URL
+	return srv.URL, pool
 }
 
 // cli runs berthctl with its config file in dir and BERTH_API_URL url.

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"berth.dev/services/apiclient"
+)
+
+// invoice is what the tables show of GET /v1/invoices[/{id}].
+type invoice struct {
+	ID         string     `json:"id"`
+	Kind       string     `json:"kind"`
+	Status     string     `json:"status"`
+	Number     *int64     `json:"number"`
+	Month      string     `json:"month"`
+	Currency   string     `json:"currency"`
+	TotalCents int64      `json:"total_cents"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+	Finalized  *time.Time `json:"finalized_at"`
+	Lines      []struct {
+		Line        int    `json:"line"`
+		TenantSlug  string `json:"tenant_slug"`
+		Description string `json:"description"`
+		Quantity    int64  `json:"quantity"`
+		Unit        string `json:"unit"`
+		AmountCents int64  `json:"amount_cents"`
+	} `json:"lines"`
+}
+
+func runInvoices(ctx context.Context, e *env, args []string) error {
+	return subcommand(ctx, e, "invoices", args, "list", map[string]func(context.Context, *env, []string) error{
+		"list": invoicesList, "show": invoicesShow,
+	})
+}
+
+func invoicesList(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "invoices list", "[--json]", "  berthctl invoices").withAPI().withJSON()
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	s, err := open(e, f)
+	if err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	if err := s.api.Call(ctx, apiclient.ListInvoices, nil, nil, nil, &raw); err != nil {
+		return err
+	}
+	var l apiclient.List[invoice]
+	if ok, err := listing(e, raw, *f.json, &l); !ok || err != nil {
+		return err
+	}
+	rows := make([][]string, 0, len(l.Items))
+	for _, iv := range l.Items {
+		rows = append(rows, []string{iv.ID, iv.Month, invoiceNumber(iv.Number), iv.Status, money(iv.TotalCents, iv.Currency), when(&iv.UpdatedAt)})
+	}
+	table(e.stdout, []string{"ID", "MONTH", "NUMBER", "STATUS", "TOTAL", "UPDATED"}, rows)
+	return nil
+}
+
+func invoicesShow(ctx context.Context, e *env, args []string) error {
+	f := newFlags(e, "invoices show", "ID [--json]", "  berthctl invoices show inv_...").withAPI().withJSON()
+	pos, err := f.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	s, err := open(e, f)
+	if err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	if err := s.api.Call(ctx, apiclient.GetInvoice, []string{pos[0]}, nil, nil, &raw); err != nil {
+		return err
+	}
+	var iv invoice
+	if ok, err := listing(e, raw, *f.json, &iv); !ok || err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s %s, %s: %s\n", iv.Kind, invoiceNumber(iv.Number), iv.Month, iv.Status)
+	rows := make([][]string, 0, len(iv.Lines))
+	for _, l := range iv.Lines {
+		rows = append(rows, []string{fmt.Sprint(l.Line), orDash(l.TenantSlug), l.Description, fmt.Sprintf("%d %s", l.Quantity, l.Unit), money(l.AmountCents, iv.Currency)})
+	}
+	table(e.stdout, []string{"#", "TENANT", "DESCRIPTION", "QUANTITY", "AMOUNT"}, rows)
+	fmt.Fprintf(e.stdout, "Total %s\n", money(iv.TotalCents, iv.Currency))
+	return nil
+}
+
+// invoiceNumber is "#n" for an issued invoice, "-" for a draft.
+func invoiceNumber(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	return fmt.Sprintf("#%d", *n)
+}
+
+// money formats cents of currency, e.g. "12.34 USD".
+func money(cents int64, currency string) string {
+	sign := ""
+	if cents < 0 {
+		sign, cents = "-", -cents
+	}
+	return fmt.Sprintf("%s%d.%02d %s", sign, cents/100, cents%100, currency)
+}
