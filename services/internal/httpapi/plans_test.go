@@ -124,6 +124,8 @@ func TestOpenPlansEntitle(t *testing.T) {
 	want(t, e.do(t, "PATCH", "/v1/tenants/"+u.tenantID, u.key, map[string]string{"plan": "pro"}), http.StatusOK)
 	wantNotEntitled(t, e.do(t, "PATCH", "/v1/tenants/"+u.tenantID, u.key, map[string]string{"plan": "business"}), "business")
 	wantNotEntitled(t, e.do(t, "POST", "/v1/tenants", u.key, map[string]string{"slug": "on-business", "plan": "business"}), "business")
+	free, _ := plan.Lookup("free")
+	want(t, e.do(t, "PUT", "/v1/tenants/"+tn.ID+"/quotas", u.key, free.Defaults), http.StatusOK) // within free's bounds
 	want(t, e.do(t, "PATCH", "/v1/tenants/"+tn.ID, u.key, map[string]string{"plan": "free"}), http.StatusOK)
 	if got := e.tenantPlan(t, u, tn.ID); got != "free" {
 		t.Fatalf("plan %q after the downgrade, want free", got)
@@ -137,37 +139,60 @@ func TestOpenPlansEntitle(t *testing.T) {
 	}
 }
 
-// A downgrade brings every quota above the new plan's bound down to that
-// bound (and tells the nodes) and leaves the quotas within it alone; an
+// A downgrade is refused (409 plan-change-refused, naming a quota above the
+// new plan's bound) until the quotas fit; nothing changes meanwhile. An
 // upgrade changes no quota.
-func TestDowngradeClampsToTheNewPlan(t *testing.T) {
+func TestDowngradeNeedsQuotasWithinTheNewPlan(t *testing.T) {
 	e := newEnv(t, openPlans("free", "pro", "business"))
 	u := e.signup("ada@example.com")
 	free, _ := plan.Lookup("free")
 	business, _ := plan.Lookup("business")
 	tid := u.tenantID
 	want(t, e.do(t, "PATCH", "/v1/tenants/"+tid, u.key, map[string]string{"plan": "business"}), http.StatusOK)
-	// Every quota at business's bound, but one kept low.
 	q := business.Max
 	q.MaxInflight = 5
 	want(t, e.do(t, "PUT", "/v1/tenants/"+tid+"/quotas", u.key, q), http.StatusOK)
 
-	conn := listen(t, e, "berth_quotas")
-	want(t, e.do(t, "PATCH", "/v1/tenants/"+tid, u.key, map[string]string{"plan": "free"}), http.StatusOK)
-	waitNotify(t, conn, "berth_quotas", tid)
-
+	// One quota after another is named until every one fits.
+	for range len(quotas.Fields) + 1 {
+		r := e.do(t, "PATCH", "/v1/tenants/"+tid, u.key, map[string]string{"plan": "free"})
+		if r.status == http.StatusOK {
+			break
+		}
+		want(t, r, http.StatusConflict)
+		pr := r.problem(t)
+		if len(pr.Errors) != 1 {
+			t.Fatalf("refused downgrade: %+v", pr)
+		}
+		field := pr.Errors[0].Field
+		if got := e.tenantPlan(t, u, tid); got != "business" {
+			t.Fatalf("plan %q after a refused downgrade", got)
+		}
+		var f *quotas.Field
+		for i := range quotas.Fields {
+			if quotas.Fields[i].Name == field {
+				f = &quotas.Fields[i]
+			}
+		}
+		if f == nil || *f.Get(&q) <= *f.Get(&free.Max) || !strings.Contains(pr.Detail, fmt.Sprint(*f.Get(&free.Max))) {
+			t.Fatalf("the refusal names %q (%s), which is not above free's bound", field, pr.Detail)
+		}
+		*f.Get(&q) = *f.Get(&free.Max)
+		want(t, e.do(t, "PUT", "/v1/tenants/"+tid+"/quotas", u.key, q), http.StatusOK)
+	}
 	var got struct{ Quotas quotas.Quotas }
 	e.do(t, "GET", "/v1/tenants/"+tid+"/quotas", u.key, nil).json(t, &got)
-	wantQ := free.Max
-	wantQ.MaxInflight = 5
-	if got.Quotas != wantQ {
-		t.Fatalf("quotas after the downgrade\n got %+v\nwant %+v", got.Quotas, wantQ)
+	if e.tenantPlan(t, u, tid) != "free" || got.Quotas != q {
+		t.Fatalf("after lowering every quota: plan %q, quotas %+v, want free and %+v", e.tenantPlan(t, u, tid), got.Quotas, q)
+	}
+	if q.MaxInflight != 5 {
+		t.Fatalf("a quota within the bounds was changed: max_inflight %d", q.MaxInflight)
 	}
 
 	// An upgrade changes no quota: the tenant raises them itself.
 	want(t, e.do(t, "PATCH", "/v1/tenants/"+tid, u.key, map[string]string{"plan": "pro"}), http.StatusOK)
 	e.do(t, "GET", "/v1/tenants/"+tid+"/quotas", u.key, nil).json(t, &got)
-	if got.Quotas != wantQ {
+	if got.Quotas != q {
 		t.Fatalf("quotas changed by an upgrade: %+v", got.Quotas)
 	}
 }

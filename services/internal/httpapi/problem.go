@@ -102,6 +102,7 @@ func problemFor(err error) Problem {
 		entitled *notEntitledError
 		tenants  *store.TenantLimitError
 		writes   *writeRateError
+		planDown *store.PlanBoundsError
 	)
 	p := func(status int, slug, title, detail string) Problem {
 		return Problem{Type: problemBase + slug, Title: title, Status: status, Detail: detail}
@@ -114,8 +115,15 @@ func problemFor(err error) Problem {
 		pr := p(http.StatusUnprocessableEntity, "validation", "Invalid input", fmt.Sprintf("%d field(s) invalid", len(verr.fields)))
 		pr.Errors = verr.fields
 		return pr
+	case errors.As(err, &planDown):
+		b := planDown.Bound
+		pr := p(http.StatusConflict, "plan-change-refused", "A quota is above the new plan's bound",
+			fmt.Sprintf("%s is %d, above the %s plan's %d: lower it (PUT /v1/tenants/{tid}/quotas) before moving to %s", b.Field, b.Value, planDown.Plan, b.Max, planDown.Plan))
+		pr.Errors = []FieldError{{Field: b.Field, Reason: fmt.Sprintf("must be at most %d on the %s plan", b.Max, planDown.Plan)}}
+		return pr
 	case errors.As(err, &bound):
-		pr := p(http.StatusUnprocessableEntity, "quota-out-of-bounds", "Quota outside the plan's bounds", bound.Error())
+		pr := p(http.StatusUnprocessableEntity, "quota-out-of-bounds", "Quota outside the plan's bounds",
+			fmt.Sprintf("%s = %d is outside this plan's bounds [%d, %d]", bound.Field, bound.Value, bound.Min, bound.Max))
 		pr.Errors = []FieldError{{Field: bound.Field, Reason: fmt.Sprintf("must be between %d and %d on this plan", bound.Min, bound.Max)}}
 		return pr
 	case errors.Is(err, plan.ErrUnknown):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,21 +140,25 @@ func TestTenantCRUD(t *testing.T) {
 		})
 	}
 
-	// Raise a quota above the free plan's max, then downgrade: it is clamped
-	// and the nodes are told.
-	want(t, e.do(t, "PUT", "/v1/tenants/"+tn.ID+"/quotas", u.key, map[string]int64{"max_connections": 5000}), http.StatusOK)
-	conn := listen(t, e, "berth_quotas")
+	// A downgrade while quotas are above the new plan's bounds (pro's
+	// defaults are) is refused naming one, and changes nothing, not even
+	// the slug sent with it; with the quotas lowered first it goes through.
+	free, _ := plan.Lookup("free")
 	p := e.do(t, "PATCH", "/v1/tenants/"+tn.ID, u.key, map[string]string{"plan": "free", "slug": "factory-8"})
+	want(t, p, http.StatusConflict)
+	if pr := p.problem(t); !strings.HasSuffix(pr.Type, "plan-change-refused") || len(pr.Errors) != 1 || !strings.Contains(pr.Detail, pr.Errors[0].Field) {
+		t.Fatalf("downgrade over the bounds: %+v", pr)
+	}
+	e.do(t, "GET", "/v1/tenants/"+tn.ID, u.key, nil).json(t, &tn)
+	if tn.Plan != "pro" || tn.Slug != "factory-7" {
+		t.Fatalf("a refused downgrade changed the tenant: %+v", tn)
+	}
+	want(t, e.do(t, "PUT", "/v1/tenants/"+tn.ID+"/quotas", u.key, free.Defaults), http.StatusOK)
+	p = e.do(t, "PATCH", "/v1/tenants/"+tn.ID, u.key, map[string]string{"plan": "free", "slug": "factory-8"})
 	want(t, p, http.StatusOK)
 	p.json(t, &tn)
 	if tn.Plan != "free" || tn.Slug != "factory-8" {
 		t.Fatalf("patched %+v", tn)
-	}
-	waitNotify(t, conn, "berth_quotas", tn.ID)
-	free, _ := plan.Lookup("free")
-	e.do(t, "GET", "/v1/tenants/"+tn.ID+"/quotas", u.key, nil).json(t, &q)
-	if q.Quotas.MaxConnections != free.Max.MaxConnections {
-		t.Fatalf("max_connections %d after downgrade, want %d", q.Quotas.MaxConnections, free.Max.MaxConnections)
 	}
 	want(t, e.do(t, "PATCH", "/v1/tenants/"+tn.ID, u.key, map[string]string{"slug": u.slug}), http.StatusConflict)
 	want(t, e.do(t, "PATCH", "/v1/tenants/"+tn.ID, u.key, map[string]string{"plan": "gold"}), http.StatusUnprocessableEntity)

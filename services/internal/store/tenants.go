@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -39,6 +40,17 @@ type TenantLimitError struct{ Limit int }
 
 func (e *TenantLimitError) Error() string {
 	return fmt.Sprintf("store: the account already has its limit of %d tenants", e.Limit)
+}
+
+// PlanBoundsError refuses a plan change: a quota is above the new plan's
+// bound.
+type PlanBoundsError struct {
+	Plan  string
+	Bound *quotas.BoundError
+}
+
+func (e *PlanBoundsError) Error() string {
+	return fmt.Sprintf("store: %s = %d is above the %s plan's %d", e.Bound.Field, e.Bound.Value, e.Plan, e.Bound.Max)
 }
 
 // CreateTenant creates a tenant with quotas q, placing it on the least-loaded
@@ -121,11 +133,12 @@ type TenantUpdate struct {
 }
 
 // UpdateTenant changes a tenant's slug, plan and/or trace sample rate. A
-// plan change clamps every quota into the new plan's bounds (topic rules
-// only narrow the quotas, so they need no change) and announces it on
-// berth_quotas, as does a change of the trace sample rate (nodes
-// apply both live); a slug change is announced on berth_placement
-// (gateways route by slug).
+// plan whose bounds a quota is above is refused with a *PlanBoundsError
+// naming it (nothing changes): the user lowers the quota first, rather
+// than losing capacity silently. A plan change is announced on
+// berth_quotas, as is a change of the trace sample rate (nodes apply both
+// live); a slug change is announced on berth_placement (gateways route by
+// slug).
 func (s *Store) UpdateTenant(ctx context.Context, accountID, tid string, u TenantUpdate) (Tenant, error) {
 	var t Tenant
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -166,12 +179,9 @@ func (s *Store) UpdateTenant(ctx context.Context, accountID, tid string, u Tenan
 			if err != nil {
 				return err
 			}
-			for _, f := range quotas.Fields {
-				v, hi := f.Get(&q), *f.Get(&p.Max)
-				*v = min(max(*v, 1), hi)
-			}
-			if _, err := updateQuotas(ctx, tx, tid, q); err != nil {
-				return err
+			var bound *quotas.BoundError
+			if errors.As(q.Within(p.Max), &bound) {
+				return &PlanBoundsError{Plan: p.Name, Bound: bound}
 			}
 		}
 		return nil
