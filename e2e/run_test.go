@@ -193,7 +193,7 @@ func TestMakeRunStartsQuietlyAndStopsCleanly(t *testing.T) {
 		}
 	}
 
-	for _, v := range []string{"BERTH_PG_PORT", "BERTH_REDIS_PORT"} {
+	for _, v := range []string{"BERTH_PG_PORT", "BERTH_REDIS_PORT", "BERTH_STRIPE_MOCK_PORT"} {
 		if c, err := net.Dial("tcp", "127.0.0.1:"+env[v]); err == nil {
 			c.Close()
 			t.Errorf("%s %s still listening after run.sh ended", v, env[v])
@@ -227,7 +227,7 @@ func TestWithServicesStopsWhatItStarted(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() != 7 {
 		t.Fatalf("with-services.sh: %v, want the command's exit 7\n%s", err, out)
 	}
-	for _, v := range []string{"BERTH_PG_PORT", "BERTH_REDIS_PORT"} {
+	for _, v := range []string{"BERTH_PG_PORT", "BERTH_REDIS_PORT", "BERTH_STRIPE_MOCK_PORT"} {
 		if c, err := net.Dial("tcp", "127.0.0.1:"+env[v]); err == nil {
 			c.Close()
 			t.Errorf("%s %s still listening after with-services.sh\n%s", v, env[v], out)

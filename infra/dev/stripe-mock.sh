@@ -24,7 +24,12 @@ start)
 	mkdir -p "$DIR"
 	nohup "$BIN" -http-addr "127.0.0.1:$BERTH_STRIPE_MOCK_PORT" >"$DIR/stripe-mock.log" 2>&1 &
 	echo $! >"$PID"
-	for _ in $(seq 100); do port_busy "$BERTH_STRIPE_MOCK_PORT" && break; sleep 0.1; done
+	# It loads Stripe's whole OpenAPI document first: seconds on a busy machine.
+	for _ in $(seq 600); do
+		port_busy "$BERTH_STRIPE_MOCK_PORT" && break
+		kill -0 "$(cat "$PID")" 2>/dev/null || break
+		sleep 0.1
+	done
 	port_busy "$BERTH_STRIPE_MOCK_PORT" || die "stripe-mock did not start; see $DIR/stripe-mock.log"
 	log "stripe-mock up on 127.0.0.1:$BERTH_STRIPE_MOCK_PORT"
 	;;
