@@ -116,7 +116,10 @@ start() { # start NAME ARGS...: runs a binary in the background, logging to .run
 api=; full=
 have services/cmd/api && have services/cmd/berthctl && api=1
 have broker/cmd/broker || die "broker/cmd/broker is missing"
-have gateway/cmd/gateway && "$BIN/broker" -help 2>&1 | grep -q -- '-node-id' && full=1
+# Not "-help | grep -q": grep quits at the first match, the broker then
+# dies of SIGPIPE writing the rest, and pipefail makes that a failure.
+broker_help=$("$BIN/broker" -help 2>&1 || true)
+have gateway/cmd/gateway && [[ $broker_help == *-node-id* ]] && full=1
 
 if [ -n "$api" ]; then
 	# -dev: this local stack may keep its signing keys unsealed (anywhere

@@ -22,7 +22,9 @@ start)
 	if running; then log "stripe-mock already running on 127.0.0.1:$BERTH_STRIPE_MOCK_PORT"; exit 0; fi
 	port_busy "$BERTH_STRIPE_MOCK_PORT" && die "port $BERTH_STRIPE_MOCK_PORT is taken by another program; set BERTH_STRIPE_MOCK_PORT"
 	mkdir -p "$DIR"
-	nohup "$BIN" -http-addr "127.0.0.1:$BERTH_STRIPE_MOCK_PORT" >"$DIR/stripe-mock.log" 2>&1 &
+	# It also serves HTTPS, on :12112 unless told: a port of its own, or a
+	# second instance (a test's) dies on the first one's.
+	nohup "$BIN" -http-addr "127.0.0.1:$BERTH_STRIPE_MOCK_PORT" -https-addr 127.0.0.1: >"$DIR/stripe-mock.log" 2>&1 &
 	echo $! >"$PID"
 	# It loads Stripe's whole OpenAPI document first: seconds on a busy machine.
 	for _ in $(seq 600); do
