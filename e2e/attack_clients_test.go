@@ -15,9 +15,10 @@ import (
 	"berth.dev/e2e/internal/stack"
 )
 
-// dialV5 connects an MQTT 5 client like connectV5, after edit has shaped
-// its CONNECT (a will, clean start, session expiry, …), and returns the
-// client with the whole CONNACK. A refused client is closed already.
+// dialV5 connects an MQTT 5 client (over TLS when serverName is set, as
+// its SNI), after edit has shaped its CONNECT (a will, clean start,
+// session expiry, …), and returns the client with the whole CONNACK. A
+// refused client is closed already.
 func dialV5(t testing.TB, addr, serverName string, c stack.Credential, clientID string, edit func(*paho.Connect)) (*v5, *paho.Connack) {
 	t.Helper()
 	var conn net.Conn

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
 	"net"
 	"os/exec"
 	"strings"
@@ -23,44 +22,12 @@ type v5 struct {
 }
 
 // connectV5 dials addr (optionally over TLS with serverName as SNI) and
-// sends CONNECT; it returns the client and the CONNACK reason code.
+// sends a plain CONNECT (dialV5); it returns the client and the CONNACK
+// reason code.
 func connectV5(t *testing.T, addr, serverName string, c stack.Credential, clientID string) (*v5, byte) {
 	t.Helper()
-	var conn net.Conn
-	var err error
-	if serverName != "" {
-		conn, err = tls.Dial("tcp", addr, &tls.Config{ServerName: serverName, InsecureSkipVerify: true}) //nolint:gosec // the test's own self-signed certificate
-	} else {
-		conn, err = net.Dial("tcp", addr)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := &v5{got: make(chan string, 100), disconnected: make(chan byte, 2)}
-	cl.Client = paho.NewClient(paho.ClientConfig{
-		Conn: conn,
-		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(p paho.PublishReceived) (bool, error) {
-			cl.got <- p.Packet.Topic + "=" + string(p.Packet.Payload)
-			return true, nil
-		}},
-		OnServerDisconnect: func(d *paho.Disconnect) { cl.disconnected <- d.ReasonCode },
-		OnClientError:      func(error) { cl.disconnected <- 0xFF },
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ack, err := cl.Connect(ctx, &paho.Connect{
-		ClientID: clientID, KeepAlive: 30, CleanStart: true,
-		Username: c.Username, UsernameFlag: true, Password: []byte(c.Password), PasswordFlag: true,
-	})
-	if ack != nil {
-		if ack.ReasonCode == 0 {
-			t.Cleanup(func() { _ = cl.Disconnect(&paho.Disconnect{}) })
-		}
-		return cl, ack.ReasonCode
-	}
-	// No CONNACK at all: the connection was closed before one came.
-	t.Fatalf("connect %s: no CONNACK: %v", clientID, err)
-	return nil, 0
+	cl, ack := dialV5(t, addr, serverName, c, clientID, nil)
+	return cl, ack.ReasonCode
 }
 
 func mustConnectV5(t *testing.T, addr string, c stack.Credential, id string) *v5 {

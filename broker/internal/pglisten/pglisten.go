@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgxlisten"
 )
 
@@ -51,4 +52,28 @@ func Run(ctx context.Context, c Config, handlers map[string]pgxlisten.Handler) e
 		return nil
 	}
 	return err
+}
+
+// Rereader is the handler of a channel whose payload names a key (a
+// tenant id) to read again: Reload on each notification, and on every
+// (re)connect Reload for every key in Held, since notifications may have
+// been missed while away.
+type Rereader struct {
+	Held   func() []string
+	Reload func(ctx context.Context, conn *pgx.Conn, key string) error
+}
+
+// HandleNotification implements pgxlisten.Handler.
+func (r Rereader) HandleNotification(ctx context.Context, n *pgconn.Notification, conn *pgx.Conn) error {
+	return r.Reload(ctx, conn, n.Payload)
+}
+
+// HandleBacklog implements pgxlisten.BacklogHandler.
+func (r Rereader) HandleBacklog(ctx context.Context, _ string, conn *pgx.Conn) error {
+	for _, key := range r.Held() {
+		if err := r.Reload(ctx, conn, key); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgxlisten"
 
@@ -150,28 +149,16 @@ func (s *Store) reload(ctx context.Context, conn *pgx.Conn, tenantID string) err
 // to LISTEN on (a dedicated connection, not one from the pool).
 func (s *Store) Run(ctx context.Context, connString string) error {
 	return pglisten.Run(ctx, pglisten.Config{ConnString: connString, AppName: ListenerApplicationName, Log: s.log},
-		map[string]pgxlisten.Handler{Channel: s})
+		map[string]pgxlisten.Handler{Channel: pglisten.Rereader{Held: s.held, Reload: s.reload}})
 }
 
-// HandleNotification implements pgxlisten.Handler.
-func (s *Store) HandleNotification(ctx context.Context, n *pgconn.Notification, conn *pgx.Conn) error {
-	return s.reload(ctx, conn, n.Payload)
-}
-
-// HandleBacklog implements pgxlisten.BacklogHandler: after every
-// (re)connect, re-read every held tenant, since notifications may have
-// been missed.
-func (s *Store) HandleBacklog(ctx context.Context, _ string, conn *pgx.Conn) error {
+// held lists the tenants the store follows.
+func (s *Store) held() []string {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	ids := make([]string, 0, len(s.tenants))
 	for id := range s.tenants {
 		ids = append(ids, id)
 	}
-	s.mu.Unlock()
-	for _, id := range ids {
-		if err := s.reload(ctx, conn, id); err != nil {
-			return err
-		}
-	}
-	return nil
+	return ids
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -41,16 +40,8 @@ func invoicesList(ctx context.Context, e *env, args []string) error {
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
-	s, err := open(e, f)
-	if err != nil {
-		return err
-	}
-	var raw json.RawMessage
-	if err := s.api.Call(ctx, apiclient.ListInvoices, nil, nil, nil, &raw); err != nil {
-		return err
-	}
 	var l apiclient.List[invoice]
-	if ok, err := listing(e, raw, *f.json, &l); !ok || err != nil {
+	if ok, err := accountCall(ctx, e, f, apiclient.ListInvoices, nil, nil, nil, &l); !ok || err != nil {
 		return err
 	}
 	rows := make([][]string, 0, len(l.Items))
@@ -67,16 +58,8 @@ func invoicesShow(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := open(e, f)
-	if err != nil {
-		return err
-	}
-	var raw json.RawMessage
-	if err := s.api.Call(ctx, apiclient.GetInvoice, []string{pos[0]}, nil, nil, &raw); err != nil {
-		return err
-	}
 	var iv invoice
-	if ok, err := listing(e, raw, *f.json, &iv); !ok || err != nil {
+	if ok, err := accountCall(ctx, e, f, apiclient.GetInvoice, pos, nil, nil, &iv); !ok || err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "%s %s, %s: %s\n", iv.Kind, invoiceNumber(iv.Number), iv.Month, iv.Status)

@@ -23,8 +23,23 @@ func tenantCall(ctx context.Context, e *env, f *flags, r apiclient.Route, extra 
 	if err != nil {
 		return false, err
 	}
+	return s.call(ctx, e, f, r, append([]string{t.ID}, extra...), q, in, out)
+}
+
+// accountCall is tenantCall for an account's own routes (no {tid}).
+func accountCall(ctx context.Context, e *env, f *flags, r apiclient.Route, args []string, q url.Values, in, out any) (bool, error) {
+	s, err := open(e, f)
+	if err != nil {
+		return false, err
+	}
+	return s.call(ctx, e, f, r, args, q, in, out)
+}
+
+// call makes the call and hands its answer to listing: printed as JSON
+// under --json (false: nothing more to print), else decoded into out.
+func (s *session) call(ctx context.Context, e *env, f *flags, r apiclient.Route, args []string, q url.Values, in, out any) (bool, error) {
 	var raw json.RawMessage
-	if err := s.api.Call(ctx, r, append([]string{t.ID}, extra...), q, in, &raw); err != nil {
+	if err := s.api.Call(ctx, r, args, q, in, &raw); err != nil {
 		return false, err
 	}
 	if len(raw) == 0 {

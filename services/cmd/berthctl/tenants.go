@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -25,12 +24,8 @@ func tenantsList(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
-	if err := s.api.Call(ctx, apiclient.ListTenants, nil, nil, nil, &raw); err != nil {
-		return err
-	}
 	var l apiclient.List[apiclient.Tenant]
-	if ok, err := listing(e, raw, *f.json, &l); !ok || err != nil {
+	if ok, err := s.call(ctx, e, f, apiclient.ListTenants, nil, nil, nil, &l); !ok || err != nil {
 		return err
 	}
 	rows := make([][]string, 0, len(l.Items))
@@ -56,20 +51,12 @@ func tenantsCreate(ctx context.Context, e *env, args []string) error {
 		f.Usage()
 		return usagef("tenants create: --slug is required")
 	}
-	s, err := open(e, f)
-	if err != nil {
-		return err
-	}
 	body := map[string]string{"slug": *slug}
 	if *plan != "" {
 		body["plan"] = *plan
 	}
-	var raw json.RawMessage
-	if err := s.api.Call(ctx, apiclient.CreateTenant, nil, nil, body, &raw); err != nil {
-		return err
-	}
 	var t apiclient.Tenant
-	if ok, err := listing(e, raw, *f.json, &t); !ok || err != nil {
+	if ok, err := accountCall(ctx, e, f, apiclient.CreateTenant, nil, nil, body, &t); !ok || err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "Created tenant %s (%s), plan %s; berthctl tenants use %s makes it the default\n", t.Slug, t.ID, t.Plan, t.Slug)
@@ -110,20 +97,8 @@ func credentialsList(ctx context.Context, e *env, args []string) error {
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
-	s, err := open(e, f)
-	if err != nil {
-		return err
-	}
-	t, err := s.tenant(ctx, e, f)
-	if err != nil {
-		return err
-	}
-	var raw json.RawMessage
-	if err := s.api.Call(ctx, apiclient.ListCredentials, []string{t.ID}, nil, nil, &raw); err != nil {
-		return err
-	}
 	var l apiclient.List[apiclient.Credential]
-	if ok, err := listing(e, raw, *f.json, &l); !ok || err != nil {
+	if ok, err := tenantCall(ctx, e, f, apiclient.ListCredentials, nil, nil, nil, &l); !ok || err != nil {
 		return err
 	}
 	rows := make([][]string, 0, len(l.Items))
@@ -155,24 +130,12 @@ func credentialsCreate(ctx context.Context, e *env, args []string) error {
 		f.Usage()
 		return usagef("credentials create: give at least one --pub or --sub filter")
 	}
-	s, err := open(e, f)
-	if err != nil {
-		return err
-	}
-	t, err := s.tenant(ctx, e, f)
-	if err != nil {
-		return err
-	}
 	body := map[string]any{"name": pos[0], "acl": apiclient.ACL{Pub: nonNil(pub), Sub: nonNil(sub)}}
 	if *expires > 0 {
 		body["expires_at"] = time.Now().Add(*expires).UTC().Format(time.RFC3339)
 	}
-	var raw json.RawMessage
-	if err := s.api.Call(ctx, apiclient.CreateCredential, []string{t.ID}, nil, body, &raw); err != nil {
-		return err
-	}
 	var c apiclient.Credential
-	if ok, err := listing(e, raw, *f.json, &c); !ok || err != nil {
+	if ok, err := tenantCall(ctx, e, f, apiclient.CreateCredential, nil, nil, body, &c); !ok || err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "Created credential %s (%s). The password is shown once; berthctl credentials token %s issues another.\n\n", c.Name, c.ID, c.ID)
@@ -206,12 +169,8 @@ func credentialsToken(ctx context.Context, e *env, args []string) error {
 	if *ttl > 0 {
 		body["expires_at"] = time.Now().Add(*ttl).UTC().Format(time.RFC3339)
 	}
-	var raw json.RawMessage
-	if err := s.api.Call(ctx, apiclient.IssueToken, []string{t.ID, pos[0]}, nil, body, &raw); err != nil {
-		return err
-	}
 	var tok apiclient.IssuedToken
-	if ok, err := listing(e, raw, *f.json, &tok); !ok || err != nil {
+	if ok, err := s.call(ctx, e, f, apiclient.IssueToken, []string{t.ID, pos[0]}, nil, body, &tok); !ok || err != nil {
 		return err
 	}
 	table(e.stdout, []string{"MQTT ADDRESS", "USERNAME", "PASSWORD", "EXPIRES"}, [][]string{{t.Endpoints.MQTT, tok.Username, tok.Password, when(tok.ExpiresAt)}})
@@ -224,15 +183,7 @@ func credentialsRevoke(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := open(e, f)
-	if err != nil {
-		return err
-	}
-	t, err := s.tenant(ctx, e, f)
-	if err != nil {
-		return err
-	}
-	if err := s.api.Call(ctx, apiclient.RevokeCredential, []string{t.ID, pos[0]}, nil, nil, nil); err != nil {
+	if _, err := tenantCall(ctx, e, f, apiclient.RevokeCredential, pos, nil, nil, nil); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "Revoked %s; its connections are closed.\n", pos[0])
