@@ -65,7 +65,7 @@ func connect5Conn(t *testing.T, conn net.Conn, user, pass string, props paho.Use
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ca, err := c.Connect(ctx, &paho.Connect{
-		ClientID: "dev-5", KeepAlive: 30, CleanStart: true,
+		ClientID: "dev-5", KeepAlive: pahoKeepAlive(conn), CleanStart: true,
 		Username: user, UsernameFlag: true, Password: []byte(pass), PasswordFlag: true,
 		Properties: &paho.ConnectProperties{User: props},
 	})
@@ -74,6 +74,20 @@ func connect5Conn(t *testing.T, conn net.Conn, user, pass string, props paho.Use
 		return c, 0, err
 	}
 	return c, packet.ReasonCode(ca.ReasonCode), err
+}
+
+// pahoKeepAlive is the keep-alive to ask for over conn. Paho MQTT 5
+// (v0.23.0) writes a packet as net.Buffers, which is one writev on a TCP
+// socket but one Write per buffer on anything else (TLS, WebSocket), and its
+// pinger writes its first PINGREQ at once, from its own goroutine: over TLS
+// or WebSocket that PINGREQ can land inside the SUBSCRIBE the test is
+// writing, and the node rightly drops the malformed stream. These tests are
+// not about keep-alive, so they ask for none there.
+func pahoKeepAlive(conn net.Conn) uint16 {
+	if _, ok := conn.(*net.TCPConn); ok {
+		return 30
+	}
+	return 0
 }
 
 func TestRelayMQTT311(t *testing.T) {
