@@ -5,3 +5,6 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 apt_install mosquitto mosquitto-clients strace
+# helm (pinned, built from its Go module): the chart's offline validation
+# (infra/helm/chartcheck).
+"$(dirname "$0")/helm.sh"
