@@ -12,7 +12,7 @@ DEV     := infra/dev
 export BERTH_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:$(or $(BERTH_PG_PORT),54329)/postgres?sslmode=disable
 export BERTH_TEST_REDIS_URL    ?= redis://127.0.0.1:$(or $(BERTH_REDIS_PORT),63790)/0
 
-.PHONY: help run test lint bench bench-micro bench-backlog crash-qos1 crash-qos2 fault fuzz dev-up dev-down build clean web web-deps
+.PHONY: help run test lint bench bench-micro bench-backlog crash-qos1 crash-qos2 replica-idle fault fuzz dev-up dev-down build clean web web-deps
 
 help: ## show this help
 	@echo "Berth: multi-tenant hosted MQTT."
@@ -45,6 +45,9 @@ crash-qos1: ## QoS 1: 20 SIGKILLs of the standalone broker (default flags + -dat
 
 crash-qos2: ## QoS 2 exactly-once across 20 SIGKILLs of the standalone broker (-data, -fsync always); make test runs 5 short ones
 	cd broker && $(GO) test -race -count=1 -run TestQoS2CrashLoop -v ./cmd/broker -qos2-crash-cycles 20 -qos2-crash-most 5000
+
+replica-idle: ## CPU of 1,000 idle tenants' Raft groups on 3 nodes (quiesced, ticking, and per-bucket), no -race
+	cd broker && $(GO) test -count=1 -timeout 10m -run TestIdleGroupsCPU -v ./internal/replica -idle-groups 1000 -idle-window 5s
 
 fault: dev-up ## the e2e fault suite, its node-crash loop at FAULT_CYCLES (default 50) SIGKILLs
 	BERTH_FAULT_CYCLES=$(or $(FAULT_CYCLES),50) $(GO) test -race -count=1 -timeout 30m -run TestFault -v ./e2e/

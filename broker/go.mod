@@ -11,6 +11,7 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.23.0 // indirect
+	go.etcd.io/raft/v3 v3.7.0
 )
 
 require (

@@ -1,0 +1,72 @@
+package replica
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// apply delivers committed entries to the state machine in order, applies
+// configuration changes to raft, and ends the proposals this node is
+// waiting on: nil when its own entry is at the index it was given, ErrLost
+// when another leader's entry took that index.
+func (g *Group) apply(ents []*pb.Entry) error {
+	for _, e := range ents {
+		idx := e.GetIndex()
+		switch e.GetType() {
+		case pb.EntryNormal:
+			d := e.GetData()
+			if len(d) == 0 {
+				break // a new leader's empty entry
+			}
+			if len(d) < proposalHeader {
+				return fmt.Errorf("%w: entry %d is %d bytes", ErrLogCorrupt, idx, len(d))
+			}
+			if err := g.sm.Apply(idx, d[proposalHeader:]); err != nil {
+				return fmt.Errorf("replica: apply %d: %w", idx, err)
+			}
+			if want, ok := g.byIndex[idx]; ok {
+				delete(g.byIndex, idx)
+				if binary.BigEndian.Uint64(d[0:8]) == g.node && binary.BigEndian.Uint64(d[8:16]) == want {
+					g.finish(want, nil)
+				} else {
+					g.finish(want, ErrLost)
+				}
+			}
+		case pb.EntryConfChange:
+			var cc pb.ConfChange
+			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+				return fmt.Errorf("%w: conf change %d: %v", ErrLogCorrupt, idx, err)
+			}
+			g.confState = g.rn.ApplyConfChange(&cc)
+		case pb.EntryConfChangeV2:
+			var cc pb.ConfChangeV2
+			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+				return fmt.Errorf("%w: conf change %d: %v", ErrLogCorrupt, idx, err)
+			}
+			g.confState = g.rn.ApplyConfChange(&cc)
+		}
+		if idx > g.applied {
+			g.applied = idx
+		}
+		if want, ok := g.byIndex[idx]; ok { // an empty or conf entry where ours was
+			delete(g.byIndex, idx)
+			g.finish(want, ErrLost)
+		}
+	}
+	return nil
+}
+
+// maybeSnapshot compacts the log every SnapshotEntries applied entries.
+func (g *Group) maybeSnapshot() error {
+	if g.applied < g.store.snapIndex+g.h.cfg.SnapshotEntries {
+		return nil
+	}
+	data, err := g.sm.Snapshot()
+	if err != nil {
+		return fmt.Errorf("replica: snapshot: %w", err)
+	}
+	return g.store.Compact(g.applied, g.confState, data, g.h.cfg.CatchUpEntries)
+}

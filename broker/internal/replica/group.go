@@ -1,0 +1,374 @@
+package replica
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// StateMachine is what a group applies committed entries to. The group calls
+// it from its loop only, in log order; an error stops the group (the node
+// must not go on with a state it could not build).
+type StateMachine interface {
+	// Apply applies the entry at index; data is valid only during the call.
+	Apply(index uint64, data []byte) error
+	// Snapshot returns the state as of the last applied index.
+	Snapshot() ([]byte, error)
+	// Restore replaces the state with a snapshot's.
+	Restore(data []byte) error
+}
+
+// Errors a proposal can end with.
+var (
+	ErrNotLeader = errors.New("replica: not the leader")
+	ErrLost      = errors.New("replica: proposal overwritten by another leader")
+	ErrClosed    = errors.New("replica: group closed")
+)
+
+// proposalHeader prefixes every proposed entry: the proposing node and its
+// sequence number, so the proposer recognises its entry when it is applied
+// (and one that another leader overwrote).
+const proposalHeader = 16
+
+// batchMax bounds how many queued proposals or messages one loop turn takes
+// into one Ready (one WAL write, one fsync).
+const batchMax = 512
+
+type proposal struct {
+	seq  uint64
+	data []byte
+	done chan error
+}
+
+type inMsg struct {
+	m       *pb.Message
+	quiesce bool
+}
+
+// Group is one replication group on this node: a raft.RawNode, its
+// LogStore, its state machine and the loop that drives them.
+type Group struct {
+	id, node uint64
+	h        *Host
+	rn       *raft.RawNode
+	store    *LogStore
+	sm       StateMachine
+	log      *slog.Logger
+
+	tickc  chan struct{}
+	pokec  chan struct{}
+	recvc  chan inMsg
+	propc  chan *proposal
+	stopc  chan struct{}
+	donec  chan struct{}
+	closed atomic.Bool
+
+	stopOnce sync.Once
+	stopErr  error
+
+	quiesced  atomic.Bool
+	idleTicks int
+
+	mu      sync.Mutex
+	pending map[uint64]*proposal // by seq, guarded by mu
+	seq     atomic.Uint64
+
+	// Owned by the loop.
+	byIndex   map[uint64]uint64 // log index → seq of this node's entry there
+	applied   uint64
+	confState *pb.ConfState
+	lead      uint64
+	err       error
+	leadAtom  atomic.Uint64
+	termAtom  atomic.Uint64
+	applAtom  atomic.Uint64
+}
+
+func newGroup(h *Host, id uint64, voters []uint64, sm StateMachine) (*Group, error) {
+	log := h.log.With("group", id)
+	store, err := openLogStore(h.groupDir(id), h.cfg.Fsync, h.cfg.SegmentBytes, voters, log)
+	if err != nil {
+		return nil, err
+	}
+	_, cs, _ := store.InitialState()
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID: h.cfg.NodeID, ElectionTick: h.cfg.ElectionTick, HeartbeatTick: h.cfg.HeartbeatTick,
+		Storage: store, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 64 << 20,
+		CheckQuorum: true, PreVote: true, DisableProposalForwarding: true, Logger: raftLogger{log},
+	})
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("replica: group %d: %w", id, err)
+	}
+	g := &Group{
+		id: id, node: h.cfg.NodeID, h: h, rn: rn, store: store, sm: sm, log: log,
+		tickc: make(chan struct{}, 1), pokec: make(chan struct{}, 1),
+		recvc: make(chan inMsg, 1024), propc: make(chan *proposal, 1024),
+		stopc: make(chan struct{}), donec: make(chan struct{}),
+		pending: map[uint64]*proposal{}, byIndex: map[uint64]uint64{},
+		confState: proto.Clone(cs).(*pb.ConfState),
+	}
+	snap, _ := store.Snapshot()
+	if !raft.IsEmptySnap(snap) {
+		if err := sm.Restore(snap.GetData()); err != nil {
+			store.Close()
+			return nil, fmt.Errorf("replica: group %d: restore: %w", id, err)
+		}
+		g.applied = snap.GetMetadata().GetIndex()
+	}
+	return g, nil
+}
+
+// ID is the group's id.
+func (g *Group) ID() uint64 { return g.id }
+
+// Leader is the node this group last knew as leader (0: none).
+func (g *Group) Leader() uint64 { return g.leadAtom.Load() }
+
+// Term is the group's current term (the placement's epoch).
+func (g *Group) Term() uint64 { return g.termAtom.Load() }
+
+// Applied is the index of the last entry applied to the state machine.
+func (g *Group) Applied() uint64 { return g.applAtom.Load() }
+
+// Quiesced reports whether the group stopped ticking (idle, all caught up).
+func (g *Group) Quiesced() bool { return g.quiesced.Load() }
+
+// Propose appends data to the group's log and returns once the entry is
+// committed by a quorum (each voter wrote it per the fsync policy) and
+// applied here. Only the leader accepts proposals (ErrNotLeader elsewhere);
+// an entry another leader overwrote ends with ErrLost; ctx bounds the wait
+// (a leader that lost its quorum never commits, so its callers time out).
+func (g *Group) Propose(ctx context.Context, data []byte) error {
+	seq := g.seq.Add(1)
+	b := make([]byte, proposalHeader+len(data))
+	binary.BigEndian.PutUint64(b[0:8], g.node)
+	binary.BigEndian.PutUint64(b[8:16], seq)
+	copy(b[proposalHeader:], data)
+	p := &proposal{seq: seq, data: b, done: make(chan error, 1)}
+	g.mu.Lock()
+	if g.closed.Load() {
+		g.mu.Unlock()
+		return ErrClosed
+	}
+	g.pending[seq] = p
+	g.mu.Unlock()
+	select {
+	case g.propc <- p:
+	case <-ctx.Done():
+		g.forget(seq)
+		return ctx.Err()
+	case <-g.donec:
+		return ErrClosed
+	}
+	select {
+	case err := <-p.done:
+		return err
+	case <-ctx.Done():
+		g.forget(seq)
+		return ctx.Err()
+	case <-g.donec:
+		return ErrClosed
+	}
+}
+
+func (g *Group) forget(seq uint64) {
+	g.mu.Lock()
+	delete(g.pending, seq)
+	g.mu.Unlock()
+}
+
+func (g *Group) finish(seq uint64, err error) {
+	g.mu.Lock()
+	p := g.pending[seq]
+	delete(g.pending, seq)
+	g.mu.Unlock()
+	if p != nil {
+		p.done <- err
+	}
+}
+
+func (g *Group) failAll(err error) {
+	g.mu.Lock()
+	ps := g.pending
+	g.pending = map[uint64]*proposal{}
+	g.mu.Unlock()
+	for _, p := range ps {
+		p.done <- err
+	}
+}
+
+// tick asks the loop for one raft tick; ticks that pile up coalesce.
+func (g *Group) tick() {
+	select {
+	case g.tickc <- struct{}{}:
+	default:
+	}
+}
+
+// poke tells the loop that a peer's liveness changed.
+func (g *Group) poke() {
+	select {
+	case g.pokec <- struct{}{}:
+	default:
+	}
+}
+
+// deliver hands a peer's message to the loop; when the loop is behind the
+// message is dropped (raft retransmits) rather than stalling the connection.
+func (g *Group) deliver(m inMsg) bool {
+	select {
+	case g.recvc <- m:
+		return true
+	default:
+		return false
+	}
+}
+
+func (g *Group) start() { go g.run() }
+
+// stop ends the loop and closes the store. Idempotent.
+func (g *Group) stop() error {
+	g.stopOnce.Do(func() {
+		g.closed.Store(true)
+		close(g.stopc)
+		<-g.donec
+		g.failAll(ErrClosed)
+		g.stopErr = g.store.Close()
+	})
+	return g.stopErr
+}
+
+func (g *Group) run() {
+	defer close(g.donec)
+	for {
+		ticked := false
+		select {
+		case <-g.stopc:
+			return
+		case <-g.tickc:
+			g.rn.Tick()
+			ticked = true
+		case <-g.pokec:
+			g.onLiveness()
+		case m := <-g.recvc:
+			g.step(m)
+			for i := 0; i < batchMax; i++ {
+				select {
+				case m := <-g.recvc:
+					g.step(m)
+					continue
+				default:
+				}
+				break
+			}
+		case p := <-g.propc:
+			g.propose(p)
+			for i := 0; i < batchMax; i++ {
+				select {
+				case p := <-g.propc:
+					g.propose(p)
+					continue
+				default:
+				}
+				break
+			}
+		}
+		if err := g.handleReady(); err != nil {
+			g.err = err
+			g.log.Error("replica: group stopped", "err", err)
+			g.closed.Store(true)
+			g.failAll(err)
+			return
+		}
+		if ticked {
+			g.maybeQuiesce()
+		}
+	}
+}
+
+func (g *Group) propose(p *proposal) {
+	g.wake(false)
+	if err := g.rn.Propose(p.data); err != nil {
+		if errors.Is(err, raft.ErrProposalDropped) {
+			err = ErrNotLeader
+		}
+		g.finish(p.seq, err)
+	}
+}
+
+func (g *Group) step(in inMsg) {
+	m := in.m
+	if g.quiesced.Load() && !in.quiesce && !(m.GetType() == pb.MsgHeartbeatResp && g.lead == g.node) {
+		g.wake(false)
+	}
+	if err := g.rn.Step(m); err != nil {
+		g.log.Debug("replica: step", "type", m.GetType().String(), "from", m.GetFrom(), "err", err)
+		return
+	}
+	if in.quiesce {
+		g.followerQuiesce(m)
+	}
+}
+
+// handleReady runs the Ready discipline until nothing is pending: persist
+// (snapshot, entries, HardState; one write, fsync per policy), then send,
+// then apply committed entries, then Advance.
+func (g *Group) handleReady() error {
+	for g.rn.HasReady() {
+		rd := g.rn.Ready()
+		if rd.SoftState != nil {
+			g.lead = rd.SoftState.Lead
+			g.leadAtom.Store(g.lead)
+		}
+		if err := g.store.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync); err != nil {
+			return err
+		}
+		if rd.HardState != nil {
+			g.termAtom.Store(rd.HardState.GetTerm())
+		}
+		for _, e := range rd.Entries {
+			if d := e.GetData(); len(d) >= proposalHeader && binary.BigEndian.Uint64(d[0:8]) == g.node {
+				g.byIndex[e.GetIndex()] = binary.BigEndian.Uint64(d[8:16])
+			}
+		}
+		if snap := rd.Snapshot; snap != nil && !raft.IsEmptySnap(snap) {
+			if err := g.sm.Restore(snap.GetData()); err != nil {
+				return fmt.Errorf("replica: restore snapshot %d: %w", snap.GetMetadata().GetIndex(), err)
+			}
+			g.applied = snap.GetMetadata().GetIndex()
+			g.confState = proto.Clone(snap.GetMetadata().GetConfState()).(*pb.ConfState)
+			for i := range g.byIndex {
+				if i <= g.applied {
+					g.finish(g.byIndex[i], ErrLost)
+					delete(g.byIndex, i)
+				}
+			}
+		}
+		reports := g.h.sendMessages(g.id, rd.Messages)
+		if err := g.apply(rd.CommittedEntries); err != nil {
+			return err
+		}
+		g.rn.Advance(rd)
+		for _, r := range reports {
+			if r.snap {
+				g.rn.ReportSnapshot(r.to, r.status)
+			} else {
+				g.rn.ReportUnreachable(r.to)
+			}
+		}
+		g.applAtom.Store(g.applied)
+		if err := g.maybeSnapshot(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

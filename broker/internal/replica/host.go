@@ -1,0 +1,321 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"berth.dev/broker/internal/wal"
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Config configures a Host. Zero fields take the defaults of withDefaults.
+type Config struct {
+	NodeID uint64 // this node's raft id, never 0, unique in the cluster
+	Listen string // peer transport address, e.g. ":7881"
+	Secret []byte // cluster secret for the peer HMAC, at least 16 bytes
+	Dir    string // groups live in Dir/<group id>
+
+	Fsync         wal.Policy    // default always: a node acknowledges an append only once it is fsynced
+	SegmentBytes  int64         // raft log segment size; default 8 MiB
+	TickInterval  time.Duration // raft tick; default 100ms
+	ElectionTick  int           // ticks; default 10 (election timeout 1–2 s)
+	HeartbeatTick int           // ticks; default 1
+	// Liveness is how long a peer may send nothing before it is taken for
+	// dead; default ElectionTick × TickInterval.
+	Liveness        time.Duration
+	Quiesce         bool   // idle groups stop ticking (see quiesce.go)
+	SnapshotEntries uint64 // compact every this many applied entries; default 10000
+	CatchUpEntries  uint64 // entries kept before a snapshot for lagging followers; default 5000
+	QueueLen        int    // frames queued per peer; default 4096
+	Logger          *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.SegmentBytes == 0 {
+		c.SegmentBytes = 8 << 20
+	}
+	if c.TickInterval == 0 {
+		c.TickInterval = 100 * time.Millisecond
+	}
+	if c.ElectionTick == 0 {
+		c.ElectionTick = 10
+	}
+	if c.HeartbeatTick == 0 {
+		c.HeartbeatTick = 1
+	}
+	if c.Liveness == 0 {
+		c.Liveness = time.Duration(c.ElectionTick) * c.TickInterval
+	}
+	if c.SnapshotEntries == 0 {
+		c.SnapshotEntries = 10000
+	}
+	if c.CatchUpEntries == 0 {
+		c.CatchUpEntries = 5000
+	}
+	if c.QueueLen == 0 {
+		c.QueueLen = 4096
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate reports every problem with c (after defaults).
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.NodeID == 0 {
+		errs = append(errs, errors.New("replica: NodeID must not be 0"))
+	}
+	if c.Dir == "" {
+		errs = append(errs, errors.New("replica: Dir is required"))
+	}
+	if len(c.Secret) < 16 {
+		errs = append(errs, errors.New("replica: Secret must be at least 16 bytes"))
+	}
+	if c.HeartbeatTick >= c.ElectionTick {
+		errs = append(errs, errors.New("replica: HeartbeatTick must be below ElectionTick"))
+	}
+	return errors.Join(errs...)
+}
+
+// Host is a node's side of replication: the peer transport, the groups this
+// node is a member of, one ticker for all of them and node liveness.
+// New → AddPeer/OpenGroup → Close.
+type Host struct {
+	cfg Config
+	log *slog.Logger
+	tr  *Transport
+
+	mu     sync.Mutex
+	groups map[uint64]*Group
+	seen   map[uint64]*atomic.Int64 // peer → unix ns of its last frame
+	live   map[uint64]bool          // liveness as the ticker last judged it
+	closed bool
+
+	stop chan struct{}
+	done chan struct{}
+
+	unknownGroup atomic.Uint64
+}
+
+// New listens for peers and starts the ticker.
+func New(cfg Config) (*Host, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	h := &Host{
+		cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), groups: map[uint64]*Group{},
+		seen: map[uint64]*atomic.Int64{}, live: map[uint64]bool{},
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	tr, err := newTransport(cfg.NodeID, cfg.Listen, cfg.Secret, cfg.QueueLen, h.log, h.handleFrame)
+	if err != nil {
+		return nil, err
+	}
+	h.tr = tr
+	tr.start()
+	go h.tickLoop()
+	return h, nil
+}
+
+// Addr is the peer transport's listening address.
+func (h *Host) Addr() string { return h.tr.Addr() }
+
+// Stats returns the peer transport's counters.
+func (h *Host) Stats() TransportStats { return h.tr.Stats() }
+
+// AddPeer makes a node reachable at addr. Call it for every other node.
+func (h *Host) AddPeer(id uint64, addr string) {
+	h.mu.Lock()
+	if h.seen[id] == nil && id != h.cfg.NodeID {
+		h.seen[id] = new(atomic.Int64)
+	}
+	h.mu.Unlock()
+	h.tr.addPeer(id, addr)
+}
+
+func (h *Host) groupDir(id uint64) string {
+	return filepath.Join(h.cfg.Dir, strconv.FormatUint(id, 10))
+}
+
+// OpenGroup opens (or creates, with voters as its first configuration) the
+// group id with its state machine, and starts it. voters is ignored when the
+// group already has a log on disk.
+func (h *Host) OpenGroup(id uint64, voters []uint64, sm StateMachine) (*Group, error) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if h.groups[id] != nil {
+		h.mu.Unlock()
+		return nil, fmt.Errorf("replica: group %d is open", id)
+	}
+	h.mu.Unlock()
+	g, err := newGroup(h, id, voters, sm)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.groups[id] = g
+	h.mu.Unlock()
+	g.start()
+	return g, nil
+}
+
+// Group returns an open group, or nil.
+func (h *Host) Group(id uint64) *Group {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.groups[id]
+}
+
+// Close stops the ticker, closes the transport (every connection at once),
+// stops every group and closes its log. Idempotent.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	close(h.stop)
+	h.mu.Unlock()
+	<-h.done
+	h.tr.close()
+	h.mu.Lock()
+	gs := h.groups
+	h.groups = map[uint64]*Group{}
+	h.mu.Unlock()
+	var errs []error
+	for _, g := range gs {
+		errs = append(errs, g.stop())
+	}
+	return errors.Join(errs...)
+}
+
+// alive reports whether a peer sent anything within the liveness window, as
+// of the last tick. This node is always alive.
+func (h *Host) alive(id uint64) bool {
+	if id == h.cfg.NodeID {
+		return true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.live[id]
+}
+
+func (h *Host) tickLoop() {
+	defer close(h.done)
+	t := time.NewTicker(h.cfg.TickInterval)
+	defer t.Stop()
+	var gs []*Group
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now().UnixNano()
+		changed := false
+		h.mu.Lock()
+		for id, s := range h.seen {
+			h.tr.send(id, kindAlive, 0, nil)
+			up := now-s.Load() < int64(h.cfg.Liveness)
+			if up != h.live[id] {
+				h.live[id], changed = up, true
+				h.log.Info("replica: peer liveness", "peer", id, "alive", up)
+			}
+		}
+		gs = gs[:0]
+		for _, g := range h.groups {
+			gs = append(gs, g)
+		}
+		h.mu.Unlock()
+		for _, g := range gs {
+			if changed {
+				g.poke()
+			}
+			if !g.quiesced.Load() {
+				g.tick()
+			}
+		}
+	}
+}
+
+// handleFrame is the transport's handler: liveness for every frame, raft
+// messages to their group after checking they come from the authenticated
+// peer and are addressed to this node.
+func (h *Host) handleFrame(from uint64, kind byte, group uint64, payload []byte) {
+	h.mu.Lock()
+	s := h.seen[from]
+	var g *Group
+	if kind != kindAlive {
+		g = h.groups[group]
+	}
+	h.mu.Unlock()
+	if s != nil {
+		s.Store(time.Now().UnixNano())
+	}
+	if kind == kindAlive {
+		return
+	}
+	if kind != kindRaft && kind != kindQuiesce {
+		h.tr.badMessages.Add(1)
+		return
+	}
+	if g == nil {
+		h.unknownGroup.Add(1)
+		return
+	}
+	m := new(pb.Message)
+	if err := proto.Unmarshal(payload, m); err != nil || m.GetFrom() != from || m.GetTo() != h.cfg.NodeID ||
+		raft.IsLocalMsg(m.GetType()) || (kind == kindQuiesce && m.GetType() != pb.MsgHeartbeat) {
+		h.tr.badMessages.Add(1)
+		h.log.Warn("replica: peer message refused", "peer", from, "group", group, "type", m.GetType().String())
+		return
+	}
+	g.deliver(inMsg{m: m, quiesce: kind == kindQuiesce})
+}
+
+type sendReport struct {
+	to     uint64
+	snap   bool
+	status raft.SnapshotStatus
+}
+
+// sendMessages queues a Ready's messages; it returns what raft must be told
+// after Advance (snapshots sent or not, peers unreachable).
+func (h *Host) sendMessages(group uint64, msgs []*pb.Message) []sendReport {
+	var reports []sendReport
+	for _, m := range msgs {
+		b, err := proto.Marshal(m)
+		ok := err == nil && h.tr.send(m.GetTo(), kindRaft, group, b)
+		switch {
+		case m.GetType() == pb.MsgSnap && ok:
+			reports = append(reports, sendReport{to: m.GetTo(), snap: true, status: raft.SnapshotFinish})
+		case m.GetType() == pb.MsgSnap:
+			reports = append(reports, sendReport{to: m.GetTo(), snap: true, status: raft.SnapshotFailure})
+		case !ok:
+			reports = append(reports, sendReport{to: m.GetTo()})
+		}
+	}
+	return reports
+}
+
+func (h *Host) sendQuiesce(group uint64, m *pb.Message) {
+	if b, err := proto.Marshal(m); err == nil {
+		h.tr.send(m.GetTo(), kindQuiesce, group, b)
+	}
+}
