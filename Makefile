@@ -40,6 +40,9 @@ bench-micro: ## codec, topic, WAL, fan-out and quota micro-benchmarks (-benchmem
 bench-backlog: ## heap of 100,000 offline persistent sessions with 1,000,000 pending messages between them
 	cd broker && $(GO) test -run '^$$' -bench BenchmarkOfflineBacklog -benchtime 1x ./internal/shard -backlog-sessions 100000 -backlog-pending 1000000
 
+bench-replay: ## a persistent session back to a backlog of 1,000,000 logged messages: replay msg/s and CPU, sendfile and buffered copy
+	cd broker && $(GO) test -run '^$$' -bench BenchmarkBacklogReplay -benchtime 1x -timeout 20m ./internal/shard -replay-backlog 1000000
+
 crash-qos1: ## QoS 1: 20 SIGKILLs of the standalone broker (default flags + -data, and -fsync always) under 4 pipelined publishers; make test runs 4 short ones
 	cd broker && $(GO) test -race -count=1 -run TestCrashLoop -v ./cmd/broker -crash-cycles 20 -crash-most 20000
 

@@ -111,7 +111,10 @@
 // retention.go. After a restart the pending rings are
 // rebuilt by scanning the log from the lowest cursor and matching each
 // message against the restored subscriptions. A stale cursor means QoS 1
-// redelivery after a crash, never loss.
+// redelivery after a crash, never loss; and little of it: a reader logs
+// the offsets its persistent session PUBACKed as one StateAcked record per
+// outbox flush (never waited for), which the restart scan takes out of the
+// rebuilt rings (ackrecord.go).
 //
 // QoS 2 is exactly-once across a crash (qos2.go): an inbound message's
 // record also marks it awaiting PUBREL, and state records in the same log
@@ -120,7 +123,8 @@
 // that depends on one waits for its fsync like a PUBACK. Checkpoints save
 // each session's lowest QoS 2 position with its cursor, and the restart
 // scan rebuilds awaitingRel and the outbound flows from there
-// (qos2_rebuild.go).
+// (qos2_rebuild.go). Retention carries the QoS 2 state of the segments it
+// deletes to the log's end first (carryQoS2Locked).
 //
 // A v5 SUBSCRIBE with the user property berth-replay-from (RFC 3339 time
 // or log offset) subscribes under the shard lock, noting the log end, then

@@ -230,6 +230,7 @@ func (c *conn) handleAck(a *packet.Ack) error {
 		if d, ok := sess.inflight[a.PacketID]; ok && d.qos == 1 {
 			delete(sess.inflight, a.PacketID) // the id is free again (MQTT 5.0 section 2.2.1)
 			sess.endTraceLocked(a.PacketID, true, "")
+			c.noteAckedLocked(&d)
 		}
 	case packet.TypePubrec:
 		d, ok := sess.inflight[a.PacketID]

@@ -24,6 +24,10 @@ type inbound struct {
 	// outbox flush (Latency).
 	acks  [maxAckStamps]int64
 	nacks int
+	// Log offsets of the QoS 1 deliveries PUBACKed since the last outbox
+	// flush, for the session's StateAcked record (ackrecord.go).
+	logAcks  [maxLogAcks]uint64
+	nlogAcks int
 }
 
 // idle waits for the client's next packet holding no buffer or scratch,
@@ -78,6 +82,7 @@ func (c *conn) releaseInput() {
 	}
 	if c.in != nil {
 		c.recordSent() // normally done by the outbox flush already
+		c.logAcked()
 		s.inbound.Put(c.in)
 		c.in = nil
 	}

@@ -79,6 +79,7 @@ func (c *conn) noteAck(read int64) {
 // flushOut flushes the reader's outbox and then records the latency of
 // the acknowledgements and CONNACK it sent; reader only.
 func (c *conn) flushOut() {
+	c.logAcked()
 	c.out.flush()
 	c.recordSent()
 }

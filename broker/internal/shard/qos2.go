@@ -57,15 +57,22 @@ func (c *conn) sentLogged(d *delivery) bool {
 // appendQoS2Locked appends a state record of kind with payload packet id
 // for the connection's session; sess.mu is held.
 func (c *conn) appendQoS2Locked(kind byte, id uint16) (uint64, error) {
-	bp := keyBufs.Get().(*[]byte)
-	key := store.AppendStateKey((*bp)[:0], kind, c.sess.clientID)
-	var pl [2]byte
-	off, err := c.shard.log.Append(key, store.AppendPacketID(pl[:0], id), 1)
-	*bp = key
-	keyBufs.Put(bp)
+	off, err := c.shard.appendState(kind, c.sess.clientID, id)
 	if err != nil {
 		c.logger().Error("appending a QoS 2 state record", "err", err)
 	}
+	return off, err
+}
+
+// appendState appends a state record of kind with payload packet id for
+// the session of clientID and returns its offset.
+func (s *Shard) appendState(kind byte, clientID string, id uint16) (uint64, error) {
+	bp := keyBufs.Get().(*[]byte)
+	key := store.AppendStateKey((*bp)[:0], kind, clientID)
+	var pl [2]byte
+	off, err := s.log.Append(key, store.AppendPacketID(pl[:0], id), 1)
+	*bp = key
+	keyBufs.Put(bp)
 	return off, err
 }
 

@@ -9,7 +9,8 @@ import (
 )
 
 // qos2Rebuild restores the QoS 2 state of persistent sessions from the
-// message log after a restart (see qos2.go). rebuildPending feeds it every
+// message log after a restart (see qos2.go), and takes the QoS 1
+// deliveries they acknowledged out of their rebuilt rings (ackrecord.go). rebuildPending feeds it every
 // record from the lowest session position, in log order; a session takes
 // only the records at or above its own position (session.q2from), so
 // nothing of an earlier session of the same client id comes back. finish
@@ -18,6 +19,9 @@ import (
 type qos2Rebuild struct {
 	s     *Shard
 	flows map[*session]*outFlows
+	// done are the offsets of QoS 1 deliveries each session PUBACKed
+	// (StateAcked records, ackrecord.go): not pending any more.
+	done map[*session]map[uint64]struct{}
 }
 
 // outFlows are one session's outbound QoS 2 flows found in the log.
@@ -64,7 +68,7 @@ func (rb *qos2Rebuild) marker(off uint64, clientID []byte, id uint16) {
 func (rb *qos2Rebuild) state(off uint64, key, payload []byte) {
 	kind, clientID, err := store.DecodeStateKey(key)
 	var id uint16
-	if err == nil && kind != store.StateOutSent {
+	if err == nil && kind != store.StateOutSent && kind != store.StateAcked {
 		id, err = store.PacketID(payload)
 	}
 	if err != nil {
@@ -75,8 +79,15 @@ func (rb *qos2Rebuild) state(off uint64, key, payload []byte) {
 	if sess == nil {
 		return
 	}
-	if kind == store.StateInReleased {
+	switch kind {
+	case store.StateInReleased:
 		delete(sess.awaitingRel, id)
+		return
+	case store.StateAcked:
+		rb.acked(sess, off, payload)
+		return
+	case store.StateInAwaiting:
+		sess.awaitingRel[id] = off + 1 // its message record went by retention (retention.go)
 		return
 	}
 	f := rb.flows[sess]
@@ -122,6 +133,7 @@ func (f *outFlows) end(id uint16) {
 // (no PUBREC yet) or as PUBREL (redeliverLocked), and removes their
 // messages, and those of ended flows, from the stored rings.
 func (rb *qos2Rebuild) finish() {
+	rb.dropAcked()
 	for sess, f := range rb.flows {
 		inflight := make(map[uint64]uint16, len(f.byID))
 		for id, fl := range f.byID {

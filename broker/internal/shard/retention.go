@@ -1,9 +1,11 @@
 package shard
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 
+	"berth.dev/broker/internal/store"
 	"berth.dev/broker/internal/wal"
 )
 
@@ -15,7 +17,10 @@ import (
 // a deleted segment loses those pending messages: each lost copy is
 // counted as a drop (DropRetention), never sent, and the messages that
 // remain go out in order. Zero fields bound nothing. Segments no session
-// needs go anyway at full checkpoints (see checkpoint).
+// needs go anyway at full checkpoints (see checkpoint). QoS 2 state in the
+// deleted segments (awaiting-PUBREL marks, PUBREL owed) is carried above
+// the cut first (carryQoS2Locked), so a crash after retention neither
+// routes a resent PUBLISH again nor forgets a PUBREL.
 //
 //	log:  [seg 0][seg 1][seg 2][seg 3][active]
 //	                          ▲ cut: RetentionCut(Bytes, Age)
@@ -65,6 +70,14 @@ func (s *Shard) applyRetention() {
 	}
 	s.mu.Lock()
 	cut := s.log.RetentionCut(ret, time.Now())
+	carried := 0
+	for _, sess := range s.sessions {
+		sess.mu.Lock()
+		n, keep := sess.carryQoS2Locked(cut)
+		sess.mu.Unlock()
+		carried += n
+		cut = min(cut, keep)
+	}
 	if cut > s.retention.floor.Load() {
 		s.retention.floor.Store(cut)
 	}
@@ -75,6 +88,13 @@ func (s *Shard) applyRetention() {
 		sess.mu.Unlock()
 	}
 	s.mu.Unlock()
+	if carried > 0 {
+		// The carried state is durable before the records it replaces go.
+		if err := s.log.Sync(); err != nil {
+			s.opts.Logger.Warn("message-log retention: QoS 2 state not durable; nothing deleted", "err", err)
+			return
+		}
+	}
 	n, err := s.log.RemoveBefore(cut, time.Time{})
 	if err != nil {
 		s.opts.Logger.Warn("message-log retention", "err", err)
@@ -114,6 +134,47 @@ func (sess *session) dropBelowLocked(cut uint64) int {
 		sess.dirty = true // its cursor moved up
 	}
 	return lost
+}
+
+// carryQoS2Locked carries a persistent session's QoS 2 state that lies
+// below cut (qos2.go) above it, so retention never takes exactly-once
+// away: each inbound message awaiting PUBREL whose marking record is below
+// cut gets a StateInAwaiting record, each outbound flow owed a PUBREL
+// whose StateOutReleased record is below cut gets that record again. The
+// records are appended at the log's end and the session's state points at
+// them; the next checkpoint saves its new QoS 2 position. An outbound
+// flow still waiting for PUBREC needs nothing carried: its message record
+// (below its StateOutSent record) goes with the segment, counted as a
+// retention drop, and is never sent again. It returns how many records it
+// appended and, when an append failed, the offset below which the log
+// must be kept (else the largest offset).
+func (sess *session) carryQoS2Locked(cut uint64) (carried int, keep uint64) {
+	keep = math.MaxUint64
+	if sess.expiry == 0 {
+		return 0, keep // its state ends with the process anyway
+	}
+	carry := func(kind byte, state map[uint16]uint64) {
+		for id, at := range state {
+			if at == 0 || at-1 >= cut {
+				continue
+			}
+			off, err := sess.shard.appendState(kind, sess.clientID, id)
+			if err != nil {
+				sess.shard.opts.Logger.Warn("message-log retention: carrying QoS 2 state; its segment is kept",
+					"client_id", sess.clientID, "err", err)
+				keep = min(keep, at-1)
+				continue
+			}
+			state[id] = off + 1
+			carried++
+		}
+	}
+	carry(store.StateInAwaiting, sess.awaitingRel)
+	carry(store.StateOutReleased, sess.relAt)
+	if carried > 0 {
+		sess.dirty = true // its QoS 2 position moved up
+	}
+	return carried, keep
 }
 
 // pushStoredLocked queues a stored entry, unless retention deleted (or is

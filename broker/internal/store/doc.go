@@ -56,15 +56,19 @@
 //	| 1 B   |                              | 2 B       |                           |
 //	+-------+------------------------------+-----------+---------------------------+
 //
-// QoS 2 state records (message log, kind >= 0x80 so never a meta
-// version; IsStateKey). Each covers one offset; readers of messages skip
-// them. Key: kind 1 B | client id (2 B len + bytes). Payload by kind:
+// Session state records (message log: the QoS 2 flows and QoS 1
+// acknowledgements; kind >= 0x80 so never a meta version; IsStateKey).
+// Each covers one offset; readers of messages skip them. Key: kind 1 B | client id (2 B len + bytes). Payload by kind:
 //
 //	0x81 StateInReleased    packet id 2 B (the client's PUBREL came)
 //	0x82 StateOutSent       n × (message log offset 8 B | packet id 2 B),
 //	                        durable before those PUBLISH packets are sent
 //	0x83 StateOutReleased   packet id 2 B (PUBREC came), durable before PUBREL
 //	0x84 StateOutCompleted  packet id 2 B (PUBCOMP, or a failed PUBREC)
+//	0x85 StateAcked         QoS 1 deliveries PUBACKed: message log offsets,
+//	                        ascending, uvarint first then uvarint deltas
+//	0x86 StateInAwaiting    packet id 2 B (still awaiting PUBREL: the mark
+//	                        of a message record retention deleted)
 //
 // Retained record payload: metadata length 4 B | metadata | payload.
 //

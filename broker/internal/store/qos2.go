@@ -23,6 +23,16 @@ const (
 	// StateOutCompleted: the flow of the packet id ended (PUBCOMP, or a
 	// PUBREC with a failure reason). Payload: packet id 2 B.
 	StateOutCompleted byte = 0x84
+	// StateAcked: the session PUBACKed the QoS 1 deliveries of these
+	// logged messages; a restart does not send them again. Payload: the
+	// message log offsets in ascending order, the first as a uvarint,
+	// each next one as the uvarint of its distance from the previous.
+	StateAcked byte = 0x85
+	// StateInAwaiting: the inbound QoS 2 message with this packet id
+	// still awaits its PUBREL; written when retention deletes the message
+	// record that marked it (version 2 meta), so the mark outlives it.
+	// Payload: packet id 2 B.
+	StateInAwaiting byte = 0x86
 )
 
 // IsStateKey reports whether a message-log key is that of a QoS 2 state
@@ -44,20 +54,20 @@ func DecodeStateKey(key []byte) (kind byte, clientID []byte, err error) {
 	if d.err != nil {
 		return 0, nil, d.err
 	}
-	if kind < StateInReleased || kind > StateOutCompleted {
+	if kind < StateInReleased || kind > StateInAwaiting {
 		return 0, nil, fmt.Errorf("%w: state record kind %#x", ErrBadRecord, kind)
 	}
 	return kind, clientID, nil
 }
 
 // AppendPacketID appends the payload of a StateInReleased,
-// StateOutReleased or StateOutCompleted record.
+// StateOutReleased, StateOutCompleted or StateInAwaiting record.
 func AppendPacketID(dst []byte, id uint16) []byte {
 	return binary.BigEndian.AppendUint16(dst, id)
 }
 
-// PacketID decodes the payload of a StateInReleased, StateOutReleased
-// or StateOutCompleted record.
+// PacketID decodes the payload of a StateInReleased, StateOutReleased,
+// StateOutCompleted or StateInAwaiting record.
 func PacketID(payload []byte) (uint16, error) {
 	if len(payload) != 2 {
 		return 0, fmt.Errorf("%w: state record payload of %d bytes", ErrBadRecord, len(payload))
@@ -93,4 +103,30 @@ func AppendOrigin(dst []byte, start int, clientID string, id uint16) []byte {
 	dst[start] = metaVersionOrigin
 	dst = binary.BigEndian.AppendUint16(dst, id)
 	return appendString16(dst, clientID)
+}
+
+// AppendAcked appends the payload of a StateAcked record for offs,
+// which must be sorted in ascending order.
+func AppendAcked(dst []byte, offs []uint64) []byte {
+	var prev uint64
+	for _, off := range offs {
+		dst = binary.AppendUvarint(dst, off-prev)
+		prev = off
+	}
+	return dst
+}
+
+// Acked calls fn for every offset of a StateAcked payload, in order.
+func Acked(payload []byte, fn func(off uint64)) error {
+	var off uint64
+	for b := payload; len(b) > 0; {
+		d, n := binary.Uvarint(b)
+		if n <= 0 || off+d < off {
+			return fmt.Errorf("%w: acked record payload", ErrBadRecord)
+		}
+		off += d
+		fn(off)
+		b = b[n:]
+	}
+	return nil
 }

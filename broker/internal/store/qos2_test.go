@@ -44,7 +44,7 @@ func TestMetaOrigin(t *testing.T) {
 // packet id) entries in the payload; message metas never start with a
 // state kind.
 func TestStateRecords(t *testing.T) {
-	for _, kind := range []byte{StateInReleased, StateOutSent, StateOutReleased, StateOutCompleted} {
+	for _, kind := range []byte{StateInReleased, StateOutSent, StateOutReleased, StateOutCompleted, StateAcked, StateInAwaiting} {
 		key := AppendStateKey(nil, kind, "sub-1")
 		if !IsStateKey(key) {
 			t.Fatalf("%#x: not a state key", kind)
@@ -79,6 +79,31 @@ func TestStateRecords(t *testing.T) {
 	}
 	if err := Sent(pl[:15], func(uint64, uint16) {}); err == nil {
 		t.Fatal("cut sent payload decoded")
+	}
+}
+
+// A StateAcked payload holds ascending offsets as uvarint deltas: a run
+// of nearby offsets costs about a byte each; a cut or overflowing
+// payload is refused.
+func TestAckedRecord(t *testing.T) {
+	offs := []uint64{0, 1, 2, 130, 1 << 40, 1<<40 + 1, 1<<40 + 1}
+	pl := AppendAcked(nil, offs)
+	if len(pl) > 16 {
+		t.Fatalf("%d offsets took %d bytes", len(offs), len(pl))
+	}
+	var got []uint64
+	if err := Acked(pl, func(off uint64) { got = append(got, off) }); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(offs, got); d != "" {
+		t.Fatalf("acked offsets (-want +got):\n%s", d)
+	}
+	if err := Acked(pl[:len(pl)-3], func(uint64) {}); err == nil {
+		t.Fatal("cut acked payload decoded")
+	}
+	over := binary.AppendUvarint(binary.AppendUvarint(nil, 1<<63), 1<<63)
+	if err := Acked(over, func(uint64) {}); err == nil {
+		t.Fatal("overflowing acked payload decoded")
 	}
 }
 
