@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-MODULES := broker gateway services billing quotas migrations e2e testenv bench infra/helm/chartcheck
+MODULES := broker gateway services billing quotas migrations e2e testenv bench infra/helm/chartcheck infra/images
 PKGS    := $(foreach m,$(MODULES),./$(m)/...)
 # The dashboard's Go package, named alone: web/node_modules may hold .go files.
 GOPKGS  := $(PKGS) ./web
@@ -72,6 +72,19 @@ build: ## build every binary into .run/bin (the API embeds web/dist as it is: `m
 
 dev-up: ## start the private Postgres (:54329) and Redis (:63790), installing what is missing
 	@$(DEV)/up.sh
+
+# Image stamps: the tag (and each binary's -version), the revision and source labels, and
+# the one timestamp in every image (the commit's time: same commit, same digests).
+IMAGE_TAG         ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMAGE_REVISION    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+IMAGE_SOURCE      ?= $(or $(shell git config --get remote.origin.url 2>/dev/null),https://berth.dev)
+IMAGE_ARCH        ?= amd64
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
+images: web ## build the OCI images (berth-api, -gateway, -node, -billing, -migrate) into .run/images without a Docker daemon (IMAGE_TAG, IMAGE_ARCH)
+	@. $(DEV)/lib.sh && apt_install ca-certificates
+	$(GO) run ./infra/images/cmd/images -out .run/images -tag $(IMAGE_TAG) -revision $(IMAGE_REVISION) \
+		-source $(IMAGE_SOURCE) -created $(SOURCE_DATE_EPOCH) -arch $(IMAGE_ARCH)
 
 dev-down: ## stop them (their data stays in .run/)
 	@$(DEV)/down.sh

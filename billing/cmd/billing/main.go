@@ -30,6 +30,10 @@ import (
 	"berth.dev/migrations"
 )
 
+// version and revision are linked in by the image build (infra/images):
+// -ldflags "-X main.version=… -X main.revision=…"; -version prints them.
+var version, revision = "dev", "unknown"
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "billing:", err)
@@ -41,7 +45,13 @@ func run() error {
 	if len(os.Args) > 1 && os.Args[1] == "grant" {
 		return grant(os.Args[2:], os.Getenv, os.Stdout)
 	}
-	cfg, err := config.Parse(flag.NewFlagSet("billing", flag.ContinueOnError), os.Args[1:], os.Getenv)
+	fs := flag.NewFlagSet("billing", flag.ContinueOnError)
+	showVersion := fs.Bool("version", false, "print the version and revision, and exit")
+	cfg, err := config.Parse(fs, os.Args[1:], os.Getenv)
+	if *showVersion { // before the error: -version needs no other setting
+		fmt.Printf("billing %s (revision %s)\n", version, revision)
+		return nil
+	}
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil

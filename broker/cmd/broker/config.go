@@ -51,6 +51,8 @@ type Config struct {
 	IdleTimeout    time.Duration // node: a tenant shard without connections closes after this
 	OTLPEndpoint   string        // node: OTLP/HTTP collector for message-path spans
 	TraceCap       int           // node: traced messages per tenant per second, at most
+
+	ShowVersion bool // -version: print the version and revision, and exit
 }
 
 // defaultConfig is the one place defaults live.
@@ -130,8 +132,12 @@ Flags:
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "node: close a tenant's shard after this long without connections")
 	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", cfg.OTLPEndpoint, "node: OTLP/HTTP collector base URL for message-path spans, e.g. http://collector:4318 (also OTEL_EXPORTER_OTLP_ENDPOINT); spans go to Postgres either way")
 	fs.IntVar(&cfg.TraceCap, "trace-cap", cfg.TraceCap, "node: most messages traced per tenant per second (sampled by rate or by a device's traceparent)")
+	fs.BoolVar(&cfg.ShowVersion, "version", false, "print the version and revision, and exit")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
+	}
+	if cfg.ShowVersion { // before the environment (BERTH_VERSION is no switch) and validation
+		return cfg, nil
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

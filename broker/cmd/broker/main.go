@@ -20,6 +20,10 @@ import (
 	"berth.dev/broker/internal/shard"
 )
 
+// version and revision are linked in by the image build (infra/images):
+// -ldflags "-X main.version=… -X main.revision=…"; -version prints them.
+var version, revision = "dev", "unknown"
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -38,6 +42,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, ready f
 	cfg, err := parseConfig(args, getenv, os.Stderr)
 	if err != nil {
 		return err
+	}
+	if cfg.ShowVersion {
+		fmt.Printf("broker %s (revision %s)\n", version, revision)
+		return nil
 	}
 	log := newLogger(cfg)
 	if err := cfg.ensureDataDir(); err != nil {

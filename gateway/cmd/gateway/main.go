@@ -41,6 +41,10 @@ import (
 	"berth.dev/gateway/internal/route"
 )
 
+// version and revision are linked in by the image build (infra/images):
+// -ldflags "-X main.version=… -X main.revision=…"; -version prints them.
+var version, revision = "dev", "unknown"
+
 func main() {
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
@@ -52,8 +56,13 @@ func run(args []string) error {
 	cfg := gateway.DefaultConfig()
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	cfg.RegisterFlags(fs)
+	showVersion := fs.Bool("version", false, "print the version and revision, and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *showVersion { // before the environment: BERTH_VERSION is no switch
+		fmt.Printf("gateway %s (revision %s)\n", version, revision)
+		return nil
 	}
 	if err := gateway.ApplyEnv(fs, os.LookupEnv); err != nil {
 		return err

@@ -14,11 +14,20 @@ import (
 	"berth.dev/migrations"
 )
 
+// version and revision are linked in by the image build (infra/images):
+// -ldflags "-X main.version=… -X main.revision=…"; -version prints them.
+var version, revision = "dev", "unknown"
+
 func main() {
 	fs := flag.NewFlagSet("migrate", flag.ExitOnError)
 	url := fs.String("database-url", os.Getenv("DATABASE_URL"), "Postgres URL (env DATABASE_URL)")
 	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
+	showVersion := fs.Bool("version", false, "print the version and revision, and exit")
 	_ = fs.Parse(os.Args[1:])
+	if *showVersion {
+		fmt.Printf("migrate %s (revision %s)\n", version, revision)
+		return
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if *url == "" {
 		fmt.Fprintln(os.Stderr, "migrate: -database-url or DATABASE_URL is required")

@@ -46,6 +46,10 @@ import (
 	"berth.dev/web"
 )
 
+// version and revision are linked in by the image build (infra/images):
+// -ldflags "-X main.version=… -X main.revision=…"; -version prints them.
+var version, revision = "dev", "unknown"
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "api:", err)
@@ -54,7 +58,13 @@ func main() {
 }
 
 func run() error {
-	cfg, err := config.Parse(flag.NewFlagSet("api", flag.ContinueOnError), os.Args[1:], os.Getenv)
+	fs := flag.NewFlagSet("api", flag.ContinueOnError)
+	showVersion := fs.Bool("version", false, "print the version and revision, and exit")
+	cfg, err := config.Parse(fs, os.Args[1:], os.Getenv)
+	if *showVersion { // before the error: -version needs no other setting
+		fmt.Printf("api %s (revision %s)\n", version, revision)
+		return nil
+	}
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
