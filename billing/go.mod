@@ -6,6 +6,7 @@ require (
 	berth.dev/migrations v0.0.0
 	berth.dev/quotas v0.0.0
 	berth.dev/testenv v0.0.0
+	github.com/go-pdf/fpdf v0.9.0
 	github.com/google/go-cmp v0.7.0
 	github.com/jackc/pgx/v5 v5.12.0
 )

@@ -71,12 +71,17 @@ func MonthOf(t time.Time) time.Time {
 	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
 }
 
-// TenantUsage is a tenant's metered month: what Rate turns into lines.
+// TenantUsage is a tenant's metered plan period within the month (a
+// tenant that changed plans has one per plan period): what Rate turns into
+// lines.
 type TenantUsage struct {
-	TenantID      string
-	Slug          string
-	Plan          string
-	ActiveSeconds int64 // how long the tenant existed within the month
+	TenantID    string
+	Slug        string
+	Plan        string
+	PeriodStart time.Time // within the month, whole seconds
+	// ActiveSeconds is the period's length: how long the tenant was on
+	// Plan within the month.
+	ActiveSeconds int64
 	Usage         map[plan.Meter]int64
 }
 
@@ -91,14 +96,22 @@ var descriptions = map[plan.Meter]string{
 var ErrCurrency = errors.New("invoice: plans in different currencies")
 
 // Rate rates the month's usage of an account's tenants: per tenant (by id)
-// its plan fee prorated to the second (the plan's monthly price × active
-// seconds / the month's seconds) and then one line per meter (the quantity
-// beyond the plan's included amount at its overage rate). Lines are
-// numbered from 1. It returns the lines, their total and the currency.
+// and plan period (by start), the period's plan fee prorated to the second
+// (the plan's monthly price × the period's seconds / the month's seconds)
+// and then one line per meter: the period's usage beyond the plan's
+// included amount, itself prorated the same way (plan.Prorate), at its
+// overage rate. Lines are numbered from 1. It returns the lines, their
+// total and the currency.
 func Rate(month time.Time, tenants []TenantUsage) ([]Line, int64, string, error) {
 	tenants = slices.Clone(tenants)
-	slices.SortFunc(tenants, func(a, b TenantUsage) int { return strings.Compare(a.TenantID, b.TenantID) })
-	secs := int64(month.AddDate(0, 1, 0).Sub(month) / time.Second)
+	slices.SortFunc(tenants, func(a, b TenantUsage) int {
+		if c := strings.Compare(a.TenantID, b.TenantID); c != 0 {
+			return c
+		}
+		return a.PeriodStart.Compare(b.PeriodStart)
+	})
+	end := month.AddDate(0, 1, 0)
+	secs := int64(end.Sub(month) / time.Second)
 	var (
 		lines    []Line
 		total    int64
@@ -126,7 +139,7 @@ func Rate(month time.Time, tenants []TenantUsage) ([]Line, int64, string, error)
 		line := Line{TenantID: t.TenantID, TenantSlug: t.Slug, Plan: t.Plan}
 		l := line
 		l.Meter, l.Unit = Base, "second"
-		l.Description = fmt.Sprintf("%s plan, %s (prorated to the second)", t.Plan, month.Format("January 2006"))
+		l.Description = fmt.Sprintf("%s plan, %s (prorated to the second)", t.Plan, periodText(month, t))
 		l.Quantity, l.Billable, l.Rate, l.AmountCents = t.ActiveSeconds, t.ActiveSeconds, &base, amount
 		add(l)
 		for _, m := range plan.Meters() {
@@ -134,7 +147,11 @@ func Rate(month time.Time, tenants []TenantUsage) ([]Line, int64, string, error)
 			q := t.Usage[m]
 			l := line
 			l.Meter, l.Unit, l.Description = string(m), m.Unit(), descriptions[m]
-			l.Quantity, l.Included, l.Billable = q, mp.Included, max(0, q-mp.Included)
+			included, err := plan.Prorate(mp.Included, t.ActiveSeconds, secs)
+			if err != nil {
+				return nil, 0, "", err
+			}
+			l.Quantity, l.Included, l.Billable = q, included, max(0, q-included)
 			if mp.Overage != nil {
 				r := *mp.Overage
 				if l.AmountCents, err = r.Amount(l.Billable); err != nil {
@@ -149,4 +166,20 @@ func Rate(month time.Time, tenants []TenantUsage) ([]Line, int64, string, error)
 		currency = "usd"
 	}
 	return lines, total, currency, nil
+}
+
+// periodText names a plan period: the month when the period is all of it,
+// else its UTC start and end.
+func periodText(month time.Time, t TenantUsage) string {
+	secs := int64(month.AddDate(0, 1, 0).Sub(month) / time.Second)
+	if t.ActiveSeconds == secs {
+		return month.Format("January 2006")
+	}
+	start := t.PeriodStart.UTC()
+	if start.IsZero() {
+		start = month
+	}
+	end := start.Add(time.Duration(t.ActiveSeconds) * time.Second)
+	const f = "2 Jan 2006 15:04:05"
+	return start.Format(f) + " to " + end.Format(f) + " UTC"
 }

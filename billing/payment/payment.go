@@ -114,7 +114,9 @@ func (p *Provider) SetupIntent(ctx context.Context, accountID string) (string, e
 // EnforceGrace caps the quotas of every tenant of every account whose grace
 // ended by now to the free plan's bounds (each quota the smaller of its
 // value and the bound, announced on berth_quotas so nodes apply it live)
-// and moves the account to "capped". It returns the accounts capped.
+// and moves the account to "capped", keeping the quotas as they were
+// (quota_snapshots) for invoice.paid to restore (RestoreTenants). It
+// returns the accounts capped.
 func (p *Provider) EnforceGrace(ctx context.Context, now time.Time, free quotas.Quotas) (int, error) {
 	rows, err := p.pool.Query(ctx, `SELECT id FROM accounts WHERE payment_state = 'grace' AND grace_until <= $1`, now)
 	if err != nil {
@@ -129,6 +131,9 @@ func (p *Provider) EnforceGrace(ctx context.Context, now time.Time, free quotas.
 			tag, err := tx.Exec(ctx, `UPDATE accounts SET payment_state = 'capped', grace_until = NULL
 				WHERE id = $1 AND payment_state = 'grace'`, id)
 			if err != nil || tag.RowsAffected() == 0 {
+				return err
+			}
+			if err := snapshotQuotas(ctx, tx, id); err != nil {
 				return err
 			}
 			_, err = CapTenants(ctx, tx, id, free)

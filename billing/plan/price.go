@@ -75,6 +75,13 @@ func (r Rate) Amount(q int64) (int64, error) {
 	return n.Int64(), nil
 }
 
+// Prorate returns v × part / whole rounded half up to a whole unit (exact
+// for any v, in arbitrary precision): a plan's monthly amount for part of a
+// month's whole seconds. whole is positive; 0 ≤ part.
+func Prorate(v, part, whole int64) (int64, error) {
+	return Rate{Cents: v, Per: whole}.Amount(part)
+}
+
 // MeterPrice is what a plan includes of a meter each month and what it
 // charges beyond that. Overage nil means a hard cap: nothing is charged
 // (the plan's quotas stop the usage instead).

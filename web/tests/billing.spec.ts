@@ -1,6 +1,6 @@
 // The Billing page shows the account's payment state, this month's estimate
-// (the draft invoice), its issued invoices with a link to each printable
-// page, and its budget.
+// (the draft invoice), its issued invoices with links to each printable
+// page and its PDF, and its budget.
 import { expect, openPage, psql, shot, signUpViaUI, test, unique } from './fixtures';
 
 test('the Billing page shows the estimate, the invoices and the budget', async ({ page }) => {
@@ -32,5 +32,12 @@ test('the Billing page shows the estimate, the invoices and the budget', async (
   expect(html.status()).toBe(200);
   expect(html.headers()['content-type']).toContain('text/html');
   expect(await html.text()).toContain('4,900.00');
+  // The same invoice as a PDF, linked beside it.
+  const pdfLink = page.getByRole('link', { name: /^PDF of / }).last();
+  expect(await pdfLink.getAttribute('href')).toBe(`/v1/invoices/${issued}.pdf`);
+  const pdf = await page.request.get(`/v1/invoices/${issued}.pdf`);
+  expect(pdf.status()).toBe(200);
+  expect(pdf.headers()['content-type']).toBe('application/pdf');
+  expect((await pdf.body()).subarray(0, 7).toString('latin1')).toBe('%PDF-1.');
   await shot(page, 'billing-invoices');
 });

@@ -26,6 +26,7 @@ import (
 
 	"berth.dev/billing/internal/config"
 	"berth.dev/billing/internal/metering"
+	"berth.dev/billing/internal/webhook"
 	"berth.dev/billing/payment"
 	"berth.dev/migrations"
 )
@@ -76,7 +77,14 @@ func run() error {
 	}
 	defer pool.Close()
 
-	mc := metering.Config{Interval: cfg.Interval, Grace: cfg.Grace, Poll: cfg.Poll}
+	mc := metering.Config{Interval: cfg.Interval, Grace: cfg.Grace, Poll: cfg.Poll,
+		Webhooks: webhook.New(pool, webhook.Config{AllowPrivate: cfg.WebhookAllowPrivate}, log)}
+	if !cfg.Now.IsZero() {
+		// The clock runs on from -now (tests and operators only).
+		offset := time.Until(cfg.Now)
+		mc.Now = func() time.Time { return time.Now().Add(offset) }
+		log.Warn("the worker's clock is set: it bills as if the time were -now, and runs on from there", slog.Time("now", cfg.Now))
+	}
 	if cfg.StripeKey == "" {
 		log.Info("payment is disabled: no Stripe key (-stripe-key, BERTH_STRIPE_KEY); invoices are drafted and issued, not charged, and paid plans are granted with `billing grant`")
 	} else {

@@ -112,3 +112,51 @@ func TestWorkerProcesses(t *testing.T) {
 		t.Fatalf("no graceful stop in the log:\n%s", out2)
 	}
 }
+
+// With -now after the running month's end and grace, the worker bills as
+// if it were then: the month's invoice is issued (numbered, final) at
+// once, though the real month still runs.
+func TestNowClosesTheRunningMonth(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "billing")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	dbURL := testenv.DatabaseURL(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, `INSERT INTO accounts (id, email, password_hash) VALUES ('acc_n', 'n@example.com', 'x');
+		INSERT INTO tenants (id, account_id, slug, plan) VALUES ('ten_n', 'acc_n', 'n', 'pro')`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	clock := month.AddDate(0, 1, 0).Add(time.Hour + time.Second) // past the month's end and the default 1 h grace
+	var out syncBuffer
+	cmd := exec.Command(bin, "-interval", "1h", "-log-format", "text", "-now", clock.Format(time.RFC3339))
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var status string
+	var number *int64
+	waitFor(t, "the running month's invoice to be issued", func() bool {
+		_ = pool.QueryRow(ctx, `SELECT status, number FROM invoices WHERE account_id = 'acc_n' AND month = $1`, month).Scan(&status, &number)
+		return status == "final"
+	})
+	if number == nil || *number != 1 {
+		t.Fatalf("issued invoice number %v, want 1", number)
+	}
+	if !strings.Contains(out.String(), "the worker's clock is set") {
+		t.Errorf("the worker does not say its clock is set:\n%s", out.String())
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("after SIGTERM: %v\n%s", err, out.String())
+	}
+}

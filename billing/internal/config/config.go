@@ -22,6 +22,14 @@ type Config struct {
 	// Payment through Stripe (docs/billing.md, "Payment"); no key: disabled.
 	StripeKey string
 	StripeURL string
+	// WebhookAllowPrivate lets budget webhooks reach loopback and private
+	// addresses (development); refused by default.
+	WebhookAllowPrivate bool
+	// Now, when set, is where the worker's clock starts; it runs on in
+	// real time from there. For tests and operators only (docs/billing.md,
+	// "The worker's clock"): it bills as if that were the time, e.g. to
+	// close the running month on a test stack. Zero: the real clock.
+	Now time.Time
 }
 
 var env = map[string]string{
@@ -33,6 +41,9 @@ var env = map[string]string{
 	"shutdown-timeout": "BERTH_SHUTDOWN_TIMEOUT",
 	"stripe-key":       "BERTH_STRIPE_KEY",
 	"stripe-url":       "BERTH_STRIPE_URL",
+	"now":              "BERTH_BILLING_NOW",
+
+	"webhook-allow-private": "BERTH_BILLING_WEBHOOK_ALLOW_PRIVATE",
 }
 
 // Register declares the flags, with their defaults, on fs.
@@ -45,6 +56,32 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a SIGTERM waits for the current run (BERTH_SHUTDOWN_TIMEOUT)")
 	fs.StringVar(&c.StripeKey, "stripe-key", "", "Stripe secret key; empty: payment disabled (BERTH_STRIPE_KEY)")
 	fs.StringVar(&c.StripeURL, "stripe-url", "", "Stripe API base URL; empty: Stripe's (BERTH_STRIPE_URL)")
+	fs.BoolVar(&c.WebhookAllowPrivate, "webhook-allow-private", false,
+		"let budget webhooks reach loopback and private addresses, for development (BERTH_BILLING_WEBHOOK_ALLOW_PRIVATE)")
+	fs.Var((*timeFlag)(&c.Now), "now", "tests and operators only: start the worker's clock at this RFC 3339 time (it runs on from there), to bill as if it were then, e.g. close the running month early on a test stack; empty: the real clock (BERTH_BILLING_NOW)")
+}
+
+// timeFlag is a time.Time flag in RFC 3339; empty is the zero time.
+type timeFlag time.Time
+
+func (f *timeFlag) String() string {
+	if f == nil || time.Time(*f).IsZero() {
+		return ""
+	}
+	return time.Time(*f).Format(time.RFC3339)
+}
+
+func (f *timeFlag) Set(s string) error {
+	if s == "" {
+		*f = timeFlag{}
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return errors.New("want an RFC 3339 time, such as 2026-02-01T01:00:01Z")
+	}
+	*f = timeFlag(t)
+	return nil
 }
 
 // Parse parses args into a Config, then fills flags not given from getenv,

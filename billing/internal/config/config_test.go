@@ -29,3 +29,22 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// -now (BERTH_BILLING_NOW) takes an RFC 3339 time; anything else is
+// refused, naming the variable.
+func TestNow(t *testing.T) {
+	env := map[string]string{"DATABASE_URL": "postgres://db/x", "BERTH_BILLING_NOW": "2026-02-01T01:00:01Z"}
+	c, err := Parse(flag.NewFlagSet("t", flag.ContinueOnError), nil, func(k string) string { return env[k] })
+	if err != nil || !c.Now.Equal(time.Date(2026, 2, 1, 1, 0, 1, 0, time.UTC)) {
+		t.Fatalf("now %v, %v", c.Now, err)
+	}
+	c, err = Parse(flag.NewFlagSet("t", flag.ContinueOnError), []string{"-database-url", "postgres://db/x"}, func(string) string { return "" })
+	if err != nil || !c.Now.IsZero() {
+		t.Fatalf("default now %v, %v", c.Now, err)
+	}
+	env["BERTH_BILLING_NOW"] = "yesterday"
+	if _, err := Parse(flag.NewFlagSet("t", flag.ContinueOnError), nil, func(k string) string { return env[k] }); err == nil ||
+		!strings.Contains(err.Error(), "BERTH_BILLING_NOW") || !strings.Contains(err.Error(), "RFC 3339") {
+		t.Fatalf("err %v", err)
+	}
+}

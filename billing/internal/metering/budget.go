@@ -2,6 +2,7 @@ package metering
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -19,8 +20,9 @@ var budgetThresholds = []int64{80, 100}
 // checkBudgets compares each budgeted account's invoice total for now's
 // month with its budget and records each threshold crossed, once per month
 // (budget_notifications); at 100 % with action "cap" it caps the account's
-// tenants' quotas to free (NOTIFY berth_quotas, live), in the same
-// transaction. It returns the notifications recorded.
+// tenants' quotas to free (NOTIFY berth_quotas, live), and for an account
+// with a budget webhook it queues the notice's event (queueWebhook), in
+// the same transaction. It returns the notifications recorded.
 func (w *Worker) checkBudgets(ctx context.Context, now time.Time, free quotas.Quotas) (int, error) {
 	month := invoice.MonthOf(now)
 	rows, err := w.pool.Query(ctx, `SELECT b.account_id, b.monthly_cents, b.action, i.total_cents
@@ -55,6 +57,9 @@ func (w *Worker) checkBudgets(ctx context.Context, now time.Time, free quotas.Qu
 					return err
 				}
 				recorded = true
+				if err := queueWebhook(ctx, tx, b.account, month, pct, b.total, b.cents, b.action, capNow, now); err != nil {
+					return err
+				}
 				if !capNow {
 					return nil
 				}
@@ -73,4 +78,41 @@ func (w *Worker) checkBudgets(ctx context.Context, now time.Time, free quotas.Qu
 		}
 	}
 	return n, nil
+}
+
+// BudgetEvent is the body of a budget webhook (docs/billing.md, "Budget
+// webhooks").
+type BudgetEvent struct {
+	ID        string          `json:"id"`
+	Type      string          `json:"type"` // budget.threshold_reached
+	CreatedAt time.Time       `json:"created_at"`
+	AccountID string          `json:"account_id"`
+	Data      BudgetEventData `json:"data"`
+}
+
+// BudgetEventData is a budget notice.
+type BudgetEventData struct {
+	Month       string `json:"month"` // UTC calendar month, YYYY-MM
+	Percent     int64  `json:"percent"`
+	TotalCents  int64  `json:"total_cents"`
+	BudgetCents int64  `json:"budget_cents"`
+	Currency    string `json:"currency"`
+	Action      string `json:"action"` // the budget's: notify or cap
+	Capped      bool   `json:"capped"` // this notice capped the tenants' quotas
+}
+
+// queueWebhook queues the event of a budget notice for the account's
+// webhook, if it has one, in tx (the notice's own transaction: recorded
+// once, queued once). internal/webhook delivers it.
+func queueWebhook(ctx context.Context, tx pgx.Tx, account string, month time.Time, pct, total, budget int64, action string, capped bool, now time.Time) error {
+	ev := BudgetEvent{ID: "evt_" + newID()[len("inv_"):], Type: "budget.threshold_reached", CreatedAt: now, AccountID: account,
+		Data: BudgetEventData{Month: month.Format("2006-01"), Percent: pct, TotalCents: total, BudgetCents: budget,
+			Currency: "usd", Action: action, Capped: capped}}
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO budget_webhook_deliveries (event_id, account_id, month, percent, body, next_attempt_at, created_at)
+		SELECT $1, account_id, $2, $3, $4, $5, $5 FROM budget_webhooks WHERE account_id = $6`, ev.ID, month, pct, string(body), now, account)
+	return err
 }

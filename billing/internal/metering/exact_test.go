@@ -2,7 +2,6 @@ package metering
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,11 +17,10 @@ type meters struct{ messages, connSecs, storedByteSecs, transfer int64 }
 func readMeters(t *testing.T, q querier, tenant string, month time.Time) meters {
 	t.Helper()
 	var m meters
-	err := q.QueryRow(context.Background(), `SELECT messages, connection_seconds, stored_byte_seconds, transfer_bytes
+	// One row per plan period of the tenant's month: the meters are their sum.
+	err := q.QueryRow(context.Background(), `SELECT coalesce(sum(messages), 0)::bigint, coalesce(sum(connection_seconds), 0)::bigint,
+		coalesce(sum(stored_byte_seconds), 0)::bigint, coalesce(sum(transfer_bytes), 0)::bigint
 		FROM billing_meters WHERE tenant_id = $1 AND month = $2`, tenant, month).Scan(&m.messages, &m.connSecs, &m.storedByteSecs, &m.transfer)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return meters{}
-	}
 	if err != nil {
 		t.Fatal(err)
 	}

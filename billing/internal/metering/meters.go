@@ -29,42 +29,51 @@ import (
 	"berth.dev/billing/plan"
 )
 
-// meterMonth recomputes the meters of account's tenants for [$2, $3) and
-// returns them. Tenants billed: live ones created before the month's end
-// and deleted ones that existed within it; a tenant's active seconds are
-// its existence within the month, whole seconds. $4 is usage's kept_from.
+// meterMonth recomputes the meters of account's tenants for [$2, $3), one
+// row per plan period (tenant_plan_periods) within the month, and returns
+// them. A period's boundaries are truncated to the whole second and clamped
+// to the month; its active seconds are its length (an open period runs to
+// the month's end). Usage goes to the period in effect at its bucket's
+// start, the first period of a tenant's month also taking the buckets
+// before it and the last those after it (late flushes of a deleted tenant),
+// so every usage row of the month lands in exactly one period. $4 is
+// usage's kept_from. It runs after the month's rows of the account are
+// deleted (the periods may have changed since the last run).
 const meterMonth = `
 WITH ts AS (
-	SELECT id, slug, plan, created_at, NULL::timestamptz AS deleted_at
-	FROM tenants WHERE account_id = $1 AND created_at < $3
+	SELECT id, slug FROM tenants WHERE account_id = $1
 	UNION ALL
-	SELECT id, slug, coalesce(plan, 'free'), created_at, deleted_at
-	FROM deleted_tenants WHERE account_id = $1 AND created_at < $3 AND deleted_at >= $2
+	SELECT id, slug FROM deleted_tenants WHERE account_id = $1
+), p0 AS (
+	SELECT pp.tenant_id, ts.slug, pp.plan,
+	       greatest(date_trunc('second', pp.starts_at), $2) AS s,
+	       least(date_trunc('second', coalesce(pp.ends_at, $3)), $3) AS e
+	FROM tenant_plan_periods pp JOIN ts ON ts.id = pp.tenant_id
+	WHERE pp.account_id = $1 AND pp.starts_at < $3 AND coalesce(pp.ends_at, 'infinity') > $2
+), p AS (
+	SELECT p0.*,
+	       CASE WHEN lag(s) OVER w IS NULL THEN $2 ELSE s END AS lo,
+	       coalesce(lead(s) OVER w, $3) AS hi
+	FROM p0 WINDOW w AS (PARTITION BY tenant_id ORDER BY s)
 ), u AS (
-	SELECT tenant_id, sum(messages_in) AS mi, sum(connection_seconds) AS cs,
-	       sum(stored_bytes::numeric * 60) AS sbs, sum(bytes_in::numeric + bytes_out) AS tb
-	FROM usage WHERE tenant_id IN (SELECT id FROM ts) AND bucket >= greatest($2, $4) AND bucket < $3
-	GROUP BY 1
+	SELECT p.tenant_id, p.s, sum(x.messages_in) AS mi, sum(x.connection_seconds) AS cs,
+	       sum(x.stored_bytes::numeric * 60) AS sbs, sum(x.bytes_in::numeric + x.bytes_out) AS tb
+	FROM p JOIN usage x ON x.tenant_id = p.tenant_id AND x.bucket >= greatest(p.lo, $4) AND x.bucket < p.hi
+	GROUP BY 1, 2
 	UNION ALL
-	SELECT tenant_id, sum(messages_in), sum(connection_seconds),
-	       sum(stored_bytes::numeric * 3600), sum(bytes_in::numeric + bytes_out)
-	FROM usage_hourly WHERE tenant_id IN (SELECT id FROM ts) AND hour >= $2 AND hour < least($3, $4)
-	GROUP BY 1
+	SELECT p.tenant_id, p.s, sum(h.messages_in), sum(h.connection_seconds),
+	       sum(h.stored_bytes::numeric * 3600), sum(h.bytes_in::numeric + h.bytes_out)
+	FROM p JOIN usage_hourly h ON h.tenant_id = p.tenant_id AND h.hour >= p.lo AND h.hour < least(p.hi, $4)
+	GROUP BY 1, 2
 )
-INSERT INTO billing_meters (tenant_id, month, account_id, tenant_slug, plan, active_seconds,
+INSERT INTO billing_meters (tenant_id, month, period_start, account_id, tenant_slug, plan, active_seconds,
 	messages, connection_seconds, stored_byte_seconds, transfer_bytes, computed_at)
-SELECT ts.id, $2, $1, ts.slug, ts.plan,
-	floor(extract(epoch FROM least(coalesce(ts.deleted_at, $3), $3) - greatest(ts.created_at, $2)))::bigint,
+SELECT p.tenant_id, $2, p.s, $1, p.slug, p.plan, extract(epoch FROM p.e - p.s)::bigint,
 	coalesce(sum(u.mi), 0)::bigint, coalesce(sum(u.cs), 0)::bigint,
 	coalesce(sum(u.sbs), 0)::bigint, coalesce(sum(u.tb), 0)::bigint, $5
-FROM ts LEFT JOIN u ON u.tenant_id = ts.id
-GROUP BY ts.id, ts.slug, ts.plan, ts.created_at, ts.deleted_at
-ON CONFLICT (tenant_id, month) DO UPDATE SET
-	account_id = EXCLUDED.account_id, tenant_slug = EXCLUDED.tenant_slug, plan = EXCLUDED.plan,
-	active_seconds = EXCLUDED.active_seconds, messages = EXCLUDED.messages,
-	connection_seconds = EXCLUDED.connection_seconds, stored_byte_seconds = EXCLUDED.stored_byte_seconds,
-	transfer_bytes = EXCLUDED.transfer_bytes, computed_at = EXCLUDED.computed_at
-RETURNING tenant_id, tenant_slug, plan, active_seconds, messages, connection_seconds, stored_byte_seconds, transfer_bytes`
+FROM p LEFT JOIN u ON u.tenant_id = p.tenant_id AND u.s = p.s
+GROUP BY p.tenant_id, p.s, p.e, p.slug, p.plan
+RETURNING tenant_id, tenant_slug, plan, period_start, active_seconds, messages, connection_seconds, stored_byte_seconds, transfer_bytes`
 
 // keptFrom is where usage's minute rows begin (-infinity: none dropped).
 func keptFrom(ctx context.Context, tx pgx.Tx) (time.Time, error) {
@@ -76,12 +85,15 @@ func keptFrom(ctx context.Context, tx pgx.Tx) (time.Time, error) {
 	return at, err
 }
 
-// Meter recomputes and returns the month's meters of account's tenants
-// within tx, stamped computed at now.
+// Meter recomputes and returns the month's meters of account's tenants,
+// one per plan period, within tx, stamped computed at now.
 func Meter(ctx context.Context, tx pgx.Tx, account string, month, now time.Time) ([]invoice.TenantUsage, error) {
 	kept, err := keptFrom(ctx, tx)
 	if err != nil {
 		return nil, fmt.Errorf("metering: kept_from: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM billing_meters WHERE account_id = $1 AND month = $2`, account, month); err != nil {
+		return nil, fmt.Errorf("metering: meter %s %s: %w", account, month.Format("2006-01"), err)
 	}
 	rows, err := tx.Query(ctx, meterMonth, account, month, month.AddDate(0, 1, 0), kept, now)
 	if err != nil {
@@ -92,7 +104,7 @@ func Meter(ctx context.Context, tx pgx.Tx, account string, month, now time.Time)
 			t              invoice.TenantUsage
 			mi, cs, sb, tb int64
 		)
-		err := row.Scan(&t.TenantID, &t.Slug, &t.Plan, &t.ActiveSeconds, &mi, &cs, &sb, &tb)
+		err := row.Scan(&t.TenantID, &t.Slug, &t.Plan, &t.PeriodStart, &t.ActiveSeconds, &mi, &cs, &sb, &tb)
 		t.Usage = map[plan.Meter]int64{plan.Messages: mi, plan.ConnectionTime: cs, plan.Storage: sb, plan.Transfer: tb}
 		return t, err
 	})

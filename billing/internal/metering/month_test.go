@@ -68,12 +68,15 @@ var prices = map[string]price{
 		[4][2]int64{{10, 1_000_000}, {1, 1_200_000}, {8, gbMonth}, {4, 1_000_000_000}}},
 }
 
-// expect rates a tenant's month: its base line and meter lines.
+// expect rates a tenant's plan period of active seconds within a month of
+// monthSecs: its base line and meter lines, fee and included amounts pro
+// rata.
 func expect(tenant, p string, active, monthSecs int64, usage [4]int64) []line {
 	pr := prices[p]
 	out := []line{{tenant, "base", active, 0, active, roundHalfUp(mul(pr.monthly, active), mul(monthSecs))}}
 	for i, m := range []string{"messages", "connection_time", "storage", "transfer"} {
-		l := line{Tenant: tenant, Meter: m, Quantity: usage[i], Included: pr.included[i], Billable: max(0, usage[i]-pr.included[i])}
+		incl := roundHalfUp(mul(pr.included[i], active), mul(monthSecs)) // included prorated to the second
+		l := line{Tenant: tenant, Meter: m, Quantity: usage[i], Included: incl, Billable: max(0, usage[i]-incl)}
 		if r := pr.rate[i]; r[1] != 0 {
 			l.Amount = roundHalfUp(mul(l.Billable, r[0]), mul(r[1]))
 		}
@@ -187,7 +190,7 @@ func TestMonthWalk(t *testing.T) {
 	if status != "final" || number == nil || *number != 2 || total != sum(want) || !cmp.Equal(got, want) {
 		t.Fatalf("January issued: %s #%v total %d, diff:\n%s", status, number, total, cmp.Diff(got, want))
 	}
-	t.Logf("acc_a January: %d lines, total %d cents (pro messages overage %d, transfer overage %d rounded half up from 102.5)",
+	t.Logf("acc_a January: %d lines, total %d cents (pro messages overage %d, transfer overage %d; included amounts prorated)",
 		len(got), total, got[11].Amount, got[14].Amount)
 	if _, _, n, _, _ := loadInvoice(t, pool, "acc_b", jan); n == nil || *n != 3 {
 		t.Fatalf("acc_b January number %v, want 3", n)

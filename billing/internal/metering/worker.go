@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"berth.dev/billing/internal/leader"
+	"berth.dev/billing/internal/webhook"
 	"berth.dev/billing/invoice"
 	"berth.dev/billing/plan"
 	"berth.dev/quotas"
@@ -33,6 +34,14 @@ type Config struct {
 	// Payments, when set, takes each run's final invoices to the payment
 	// provider and caps the accounts whose payment grace has ended.
 	Payments Payments
+	// Webhooks, when set, delivers the budget notices' webhooks due
+	// (*webhook.Deliverer) at each run.
+	Webhooks Webhooks
+}
+
+// Webhooks sends the webhook deliveries due by now.
+type Webhooks interface {
+	DeliverDue(ctx context.Context, now time.Time) (webhook.Report, error)
 }
 
 // Payments is the payment provider as a run uses it (*payment.Provider).
@@ -115,7 +124,8 @@ func (w *Worker) lead(ctx context.Context, lease *leader.Lease) error {
 			w.log.Error("billing run failed; will retry", "err", err)
 		} else {
 			w.log.Debug("billing run", "drafted", r.Drafted, "finalized", r.Finalized, "months_closed", r.MonthsClosed,
-				"pushed", r.Pushed, "capped", r.Capped, "budget_notices", r.BudgetNotices)
+				"pushed", r.Pushed, "capped", r.Capped, "budget_notices", r.BudgetNotices,
+				"webhooks_delivered", r.Webhooks.Delivered, "webhooks_retried", r.Webhooks.Retried)
 		}
 		select {
 		case <-ctx.Done():
@@ -130,6 +140,7 @@ type Report struct {
 	Drafted, Finalized, MonthsClosed int
 	Pushed, Capped                   int // with Config.Payments
 	BudgetNotices                    int // budget thresholds reached (budget_notifications)
+	Webhooks                         webhook.Report
 }
 
 // RunOnce bills every open month: each account with a tenant within it gets
@@ -138,8 +149,9 @@ type Report struct {
 // safe to run concurrently with itself (each account's month is one
 // transaction holding the invoice's row lock), though Run runs it only
 // while leading. Then it checks budgets against the running month's drafts
-// (budget.go) and, with Config.Payments, pushes final invoices and caps
-// accounts whose payment grace ended.
+// (budget.go), with Config.Webhooks sends the budget webhooks due, and,
+// with Config.Payments, pushes final invoices and caps accounts whose
+// payment grace ended.
 func (w *Worker) RunOnce(ctx context.Context) (Report, error) {
 	now := w.cfg.Now().UTC()
 	r, err := w.bill(ctx, now)
@@ -150,8 +162,16 @@ func (w *Worker) RunOnce(ctx context.Context) (Report, error) {
 	if err != nil {
 		return r, err
 	}
-	if r.BudgetNotices, err = w.checkBudgets(ctx, now, free.Max); err != nil || w.cfg.Payments == nil {
+	if r.BudgetNotices, err = w.checkBudgets(ctx, now, free.Max); err != nil {
 		return r, err
+	}
+	if w.cfg.Webhooks != nil {
+		if r.Webhooks, err = w.cfg.Webhooks.DeliverDue(ctx, now); err != nil {
+			return r, fmt.Errorf("metering: budget webhooks: %w", err)
+		}
+	}
+	if w.cfg.Payments == nil {
+		return r, nil
 	}
 	if r.Pushed, err = w.cfg.Payments.PushFinal(ctx); err != nil {
 		return r, fmt.Errorf("metering: push invoices: %w", err)

@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"net/http"
+	"net/url"
 
 	"berth.dev/services/internal/store"
 )
@@ -54,4 +57,77 @@ func (a *api) writeBudget(w http.ResponseWriter, r *http.Request, accountID stri
 		ns = []store.BudgetNotice{}
 	}
 	return writeJSON(w, http.StatusOK, budgetJSON{Budget: b, Notices: ns})
+}
+
+// A budget webhook (docs/billing.md, "Budget webhooks") is where the
+// billing worker POSTs the account's budget notices, signed with the
+// webhook's secret (Berth-Signature: t=…,v1=HMAC-SHA256 of "t.body").
+
+type budgetWebhookJSON struct {
+	store.BudgetWebhook
+	Deliveries []store.BudgetDelivery `json:"deliveries"`
+}
+
+// maxWebhookURL bounds a webhook URL's length.
+const maxWebhookURL = 2048
+
+// newWebhookSecret returns a signing secret: whsec_ and 32 random bytes in hex.
+func newWebhookSecret() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return "whsec_" + hex.EncodeToString(b[:])
+}
+
+// checkWebhookURL accepts an absolute http(s) URL with a host and without
+// credentials or a fragment.
+func checkWebhookURL(v *validator, raw string) {
+	u, err := url.Parse(raw)
+	v.check(raw != "" && len(raw) <= maxWebhookURL && err == nil && (u.Scheme == "https" || u.Scheme == "http") &&
+		u.Host != "" && u.User == nil && u.Fragment == "", "url",
+		"required: an absolute http or https URL with a host, no credentials and no fragment, at most 2048 characters")
+}
+
+// putBudgetWebhook sets the URL; the first time, or with rotate_secret,
+// it makes a new signing secret. It answers the webhook with its secret.
+func (a *api) putBudgetWebhook(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		URL          string `json:"url"`
+		RotateSecret bool   `json:"rotate_secret"`
+	}
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	var v validator
+	checkWebhookURL(&v, req.URL)
+	if err := v.err(); err != nil {
+		return err
+	}
+	accountID := principalFrom(r.Context()).AccountID
+	if _, err := a.store.SetBudgetWebhook(r.Context(), accountID, req.URL, newWebhookSecret(), req.RotateSecret); err != nil {
+		return err
+	}
+	return a.writeBudgetWebhook(w, r, accountID)
+}
+
+func (a *api) getBudgetWebhook(w http.ResponseWriter, r *http.Request) error {
+	return a.writeBudgetWebhook(w, r, principalFrom(r.Context()).AccountID)
+}
+
+func (a *api) writeBudgetWebhook(w http.ResponseWriter, r *http.Request, accountID string) error {
+	h, ds, err := a.store.GetBudgetWebhook(r.Context(), accountID)
+	if err != nil {
+		return err
+	}
+	if ds == nil {
+		ds = []store.BudgetDelivery{}
+	}
+	return writeJSON(w, http.StatusOK, budgetWebhookJSON{BudgetWebhook: h, Deliveries: ds})
+}
+
+func (a *api) deleteBudgetWebhook(w http.ResponseWriter, r *http.Request) error {
+	if err := a.store.DeleteBudgetWebhook(r.Context(), principalFrom(r.Context()).AccountID); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }

@@ -26,8 +26,9 @@ func (a *api) listInvoices(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, newList(ins, next))
 }
 
-// getInvoice answers /v1/invoices/{id} (format json), {id}.csv (csv) and
-// {id}.html (html, a printable page).
+// getInvoice answers /v1/invoices/{id} (format json), {id}.csv (csv),
+// {id}.html (html, a printable page) and {id}.pdf (pdf, the same page as a
+// PDF document).
 func (a *api) getInvoice(format string) func(http.ResponseWriter, *http.Request) error {
 	return func(w http.ResponseWriter, r *http.Request) error { return a.writeInvoice(w, r, format) }
 }
@@ -52,6 +53,9 @@ func (a *api) writeInvoice(w http.ResponseWriter, r *http.Request, format string
 		err, ctype = in.WriteHTML(&b), "text/html; charset=utf-8"
 		// The page is ours alone: no scripts, no framing elsewhere.
 		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'self'")
+	case "pdf":
+		err, ctype = in.WritePDF(&b), "application/pdf"
+		w.Header().Set("Content-Disposition", `inline; filename="berth-`+filename(&in)+`.pdf"`)
 	}
 	if err != nil {
 		return err

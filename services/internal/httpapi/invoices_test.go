@@ -1,10 +1,13 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/csv"
+	"fmt"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -59,7 +62,7 @@ func TestInvoices(t *testing.T) {
 	ada := e.signup("ada@example.com")
 	bob := e.signup("bob@example.com")
 	jan, feb := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
-	issued := e.insertInvoice(t, "inv_jan", ada.accountID, ada.tenantID, jan, 1, 102_500_000)
+	issued := e.insertInvoice(t, "inv_jan", ada.accountID, ada.tenantID, jan, 1, 5_725_806)
 	e.insertInvoice(t, "inv_feb", ada.accountID, ada.tenantID, feb, 0, 10)
 	e.insertInvoice(t, "inv_bob", bob.accountID, bob.tenantID, jan, 2, 5)
 
@@ -113,12 +116,38 @@ func TestInvoices(t *testing.T) {
 	want(t, r, http.StatusOK)
 	body := string(r.body)
 	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") ||
-		!strings.Contains(body, "Invoice 1") || !strings.Contains(body, "USD 2.08") || !strings.Contains(body, "102,500,000 messages") {
+		!strings.Contains(body, "Invoice 1") || !strings.Contains(body, "USD 2.08") || !strings.Contains(body, "5,725,806 messages") {
 		t.Fatalf("HTML (%s):\n%s", ct, body)
 	}
 
+	r = e.do(t, "GET", "/v1/invoices/inv_jan.pdf", ada.key, nil)
+	want(t, r, http.StatusOK)
+	if ct, cd := r.header.Get("Content-Type"), r.header.Get("Content-Disposition"); ct != "application/pdf" ||
+		cd != `inline; filename="berth-invoice-2026-01-inv_jan.pdf"` || !strings.HasPrefix(string(r.body), "%PDF-1.") {
+		t.Fatalf("PDF: Content-Type %q, Content-Disposition %q, starts %q", ct, cd, r.body[:min(len(r.body), 16)])
+	}
+	// The PDF shows the document the JSON is: every line (its number,
+	// tenant, description … amount) and the total.
+	text := pdfText(t, r.body)
+	for _, want := range []string{"Invoice 1", "document inv_jan", "Total " + invoice.Money(issued.TotalCents, "usd")} {
+		if !strings.Contains(text, want) {
+			t.Errorf("PDF text lacks %q:\n%s", want, text)
+		}
+	}
+	for i, l := range issued.Lines {
+		row := fmt.Sprintf("%d %s (%s) %s ", l.Line, l.TenantSlug, l.Plan, l.Description)
+		at := strings.Index(text, row)
+		end := strings.Index(text, "Total ")
+		if i+1 < len(issued.Lines) {
+			end = strings.Index(text, fmt.Sprintf("%d %s (", l.Line+1, l.TenantSlug))
+		}
+		if at < 0 || end < at || !strings.HasSuffix(text[:end], " "+invoice.Money(l.AmountCents, "usd")+" ") {
+			t.Errorf("PDF has no row %q … %s:\n%s", row, invoice.Money(l.AmountCents, "usd"), text)
+		}
+	}
+
 	for _, path := range []string{"/v1/invoices/inv_jan", "/v1/invoices/inv_jan.csv", "/v1/invoices/inv_jan.html",
-		"/v1/invoices/inv_nope", "/v1/invoices/inv_bob.pdf"} {
+		"/v1/invoices/inv_jan.pdf", "/v1/invoices/inv_nope", "/v1/invoices/inv_nope.pdf"} {
 		r := e.do(t, "GET", path, bob.key, nil)
 		want(t, r, http.StatusNotFound)
 		r.problem(t)
@@ -129,4 +158,21 @@ func TestInvoices(t *testing.T) {
 	if len(page.Items) != 1 || page.Items[0].ID != "inv_bob" {
 		t.Fatalf("bob's list %+v", page)
 	}
+}
+
+// pdfText is a PDF's text as poppler's pdftotext reads it in drawing order
+// (a table row's cells one after another), white space made single
+// spaces. infra/dev/tools.sh installs poppler-utils.
+func pdfText(t *testing.T, pdf []byte) string {
+	t.Helper()
+	if _, err := exec.LookPath("pdftotext"); err != nil {
+		t.Fatalf("pdftotext not found (%v): run infra/dev/tools.sh (Debian poppler-utils)", err)
+	}
+	cmd := exec.Command("pdftotext", "-raw", "-enc", "UTF-8", "-", "-")
+	cmd.Stdin = bytes.NewReader(pdf)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("pdftotext: %v", err)
+	}
+	return strings.Join(strings.Fields(string(out)), " ")
 }

@@ -13,6 +13,7 @@ import (
 // nil in Options: payment disabled (docs/billing.md, "Payment").
 type Payments interface {
 	SetupIntent(ctx context.Context, accountID string) (string, error)
+	CheckoutSession(ctx context.Context, accountID, successURL, cancelURL string) (payment.Checkout, error)
 	HandleWebhook(ctx context.Context, payload []byte, signature string) (string, error)
 }
 
@@ -34,6 +35,36 @@ func (a *api) setupIntent(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]string{"client_secret": secret})
+}
+
+// checkoutSession answers POST /v1/billing/checkout-session: a Stripe
+// Checkout session in setup mode for the account's Stripe customer, the
+// hosted alternative to the SetupIntent: {"id", "url"}, the page on Stripe
+// to send the user to. Stripe sends the user back to success_url or
+// cancel_url (absolute http(s) URLs, required) and calls the webhook once
+// the card is saved.
+func (a *api) checkoutSession(w http.ResponseWriter, r *http.Request) error {
+	if a.opts.Payments == nil {
+		return errPaymentDisabled
+	}
+	var req struct {
+		SuccessURL string `json:"success_url"`
+		CancelURL  string `json:"cancel_url"`
+	}
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	var v validator
+	v.check(payment.ValidReturnURL(req.SuccessURL), "success_url", "required: an absolute http or https URL (at most 2048 bytes)")
+	v.check(payment.ValidReturnURL(req.CancelURL), "cancel_url", "required: an absolute http or https URL (at most 2048 bytes)")
+	if err := v.err(); err != nil {
+		return err
+	}
+	co, err := a.opts.Payments.CheckoutSession(r.Context(), principalFrom(r.Context()).AccountID, req.SuccessURL, req.CancelURL)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, co)
 }
 
 // stripeWebhook answers POST /v1/billing/webhook, Stripe's calls: 200 once

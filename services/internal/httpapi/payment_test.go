@@ -153,3 +153,60 @@ func TestPaymentDisabledGrantsEntitle(t *testing.T) {
 	}
 	wantNotEntitled(t, e.do(t, "PATCH", "/v1/tenants/"+u.tenantID, u.key, map[string]string{"plan": "business"}), "business")
 }
+
+// Checkout: POST /v1/billing/checkout-session makes a setup-mode Stripe
+// Checkout session (stripe-mock) for the account's customer and answers
+// its id and page; return URLs that are missing or not absolute http(s)
+// are 422 naming the field; Stripe's signed checkout.session.completed of
+// that setup session entitles the account to the paid plans. Without
+// payment it is 501 payment-disabled.
+func TestCheckoutSessionEntitles(t *testing.T) {
+	e := newEnv(t)
+	u := e.signup("checkout-off@example.com")
+	r := e.do(t, "POST", "/v1/billing/checkout-session", u.key, map[string]string{"success_url": "https://app.example/ok", "cancel_url": "https://app.example/no"})
+	want(t, r, http.StatusNotImplemented)
+	if p := r.problem(t); !strings.HasSuffix(p.Type, "/payment-disabled") {
+		t.Fatalf("problem %+v", p)
+	}
+
+	e.withStripe(t)
+	u = e.signup("checkout@example.com")
+	r = e.do(t, "POST", "/v1/billing/checkout-session", u.key, map[string]string{"success_url": "/relative", "cancel_url": ""})
+	want(t, r, http.StatusUnprocessableEntity)
+	fields := map[string]bool{}
+	for _, f := range r.problem(t).Errors {
+		fields[f.Field] = true
+	}
+	if !fields["success_url"] || !fields["cancel_url"] {
+		t.Fatalf("422 names %v, want success_url and cancel_url", fields)
+	}
+	var customer *string
+	if err := e.pool.QueryRow(context.Background(), `SELECT stripe_customer_id FROM accounts WHERE id = $1`, u.accountID).Scan(&customer); err != nil || customer != nil {
+		t.Fatalf("a refused request made a Stripe customer: %v %v", customer, err)
+	}
+
+	r = e.do(t, "POST", "/v1/billing/checkout-session", u.key, map[string]string{"success_url": "https://app.example/billing?card=saved", "cancel_url": "https://app.example/billing"})
+	want(t, r, http.StatusOK)
+	var co struct {
+		ID  string `json:"id"`
+		URL string `json:"url"`
+	}
+	r.json(t, &co)
+	if !strings.HasPrefix(co.ID, "cs_") || !strings.HasPrefix(co.URL, "https://") {
+		t.Fatalf("checkout session %s", r.body)
+	}
+	var cust string
+	if err := e.pool.QueryRow(context.Background(), `SELECT stripe_customer_id FROM accounts WHERE id = $1`, u.accountID).Scan(&cust); err != nil {
+		t.Fatal(err)
+	}
+	wantNotEntitled(t, e.do(t, "PATCH", "/v1/tenants/"+u.tenantID, u.key, map[string]string{"plan": "pro"}), "pro")
+	b, err := json.Marshal(map[string]any{"id": "evt_checkout", "object": "event", "api_version": stripe.APIVersion, "type": "checkout.session.completed",
+		"created": time.Now().Unix(), "data": map[string]any{"object": map[string]any{"id": co.ID, "object": "checkout.session", "mode": "setup",
+			"status": "complete", "customer": cust}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: b, Secret: webhookSecret, Timestamp: time.Now()})
+	want(t, e.do(t, "POST", "/v1/billing/webhook", "", sp.Payload, "Stripe-Signature", sp.Header), http.StatusOK)
+	want(t, e.do(t, "PATCH", "/v1/tenants/"+u.tenantID, u.key, map[string]string{"plan": "pro"}), http.StatusOK)
+}

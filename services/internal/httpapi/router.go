@@ -156,9 +156,14 @@ func NewRouter(o Options) (chi.Router, error) {
 			r.Get("/invoices/{id}", handler(a.getInvoice("json")))
 			r.Get("/invoices/{id}.csv", handler(a.getInvoice("csv")))
 			r.Get("/invoices/{id}.html", handler(a.getInvoice("html")))
+			r.Get("/invoices/{id}.pdf", handler(a.getInvoice("pdf")))
 			r.Post("/billing/setup-intent", handler(a.setupIntent))
+			r.Post("/billing/checkout-session", handler(a.checkoutSession))
 			r.Get("/billing/budget", handler(a.getBudget))
 			r.Put("/billing/budget", handler(a.putBudget))
+			r.Get("/billing/budget/webhook", handler(a.getBudgetWebhook))
+			r.Put("/billing/budget/webhook", handler(a.putBudgetWebhook))
+			r.Delete("/billing/budget/webhook", handler(a.deleteBudgetWebhook))
 
 			r.Group(func(r chi.Router) {
 				r.Use(a.loadTenant)

@@ -49,3 +49,72 @@ func (s *Store) GetBudget(ctx context.Context, accountID string) (Budget, []Budg
 	ns, err := pgx.CollectRows(rows, pgx.RowToStructByPos[BudgetNotice])
 	return b, ns, classify("budget notices", err)
 }
+
+// BudgetWebhook is where an account's budget notices are POSTed, signed
+// with Secret (docs/billing.md, "Budget webhooks").
+type BudgetWebhook struct {
+	URL       string    `json:"url"`
+	Secret    string    `json:"secret"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// BudgetDelivery is a budget notice's webhook delivery.
+type BudgetDelivery struct {
+	EventID     string     `json:"event_id"`
+	Month       time.Time  `json:"month"`
+	Percent     int        `json:"percent"`
+	State       string     `json:"state"` // pending, delivered, failed
+	Attempts    int        `json:"attempts"`
+	LastStatus  *int       `json:"last_status"`
+	LastError   *string    `json:"last_error"`
+	DeliveredAt *time.Time `json:"delivered_at"`
+	CreatedAt   time.Time  `json:"created_at"`
+}
+
+// SetBudgetWebhook sets accountID's budget webhook URL. secret is the
+// signing secret of a new webhook, and replaces the current one only with
+// rotate.
+func (s *Store) SetBudgetWebhook(ctx context.Context, accountID, url, secret string, rotate bool) (BudgetWebhook, error) {
+	var h BudgetWebhook
+	err := s.pool.QueryRow(ctx, `INSERT INTO budget_webhooks (account_id, url, secret) VALUES ($1, $2, $3)
+		ON CONFLICT (account_id) DO UPDATE SET url = EXCLUDED.url, updated_at = now(),
+			secret = CASE WHEN $4 THEN EXCLUDED.secret ELSE budget_webhooks.secret END
+		RETURNING url, secret, created_at, updated_at`, accountID, url, secret, rotate).
+		Scan(&h.URL, &h.Secret, &h.CreatedAt, &h.UpdatedAt)
+	return h, classify("set budget webhook", err)
+}
+
+// GetBudgetWebhook returns accountID's budget webhook (ErrNotFound: none)
+// and its latest deliveries, newest first (at most 10).
+func (s *Store) GetBudgetWebhook(ctx context.Context, accountID string) (BudgetWebhook, []BudgetDelivery, error) {
+	var h BudgetWebhook
+	err := s.pool.QueryRow(ctx, `SELECT url, secret, created_at, updated_at FROM budget_webhooks WHERE account_id = $1`, accountID).
+		Scan(&h.URL, &h.Secret, &h.CreatedAt, &h.UpdatedAt)
+	if err != nil {
+		return h, nil, classify("budget webhook", err)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT event_id, month, percent, state, attempts, last_status, last_error, delivered_at, created_at
+		FROM budget_webhook_deliveries WHERE account_id = $1 ORDER BY created_at DESC, event_id LIMIT 10`, accountID)
+	if err != nil {
+		return h, nil, classify("budget webhook deliveries", err)
+	}
+	ds, err := pgx.CollectRows(rows, pgx.RowToStructByPos[BudgetDelivery])
+	return h, ds, classify("budget webhook deliveries", err)
+}
+
+// DeleteBudgetWebhook removes accountID's budget webhook and the
+// deliveries still pending (ErrNotFound: none).
+func (s *Store) DeleteBudgetWebhook(ctx context.Context, accountID string) error {
+	return classify("delete budget webhook", s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM budget_webhooks WHERE account_id = $1`, accountID)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrNotFound
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM budget_webhook_deliveries WHERE account_id = $1 AND state = 'pending'`, accountID)
+		return err
+	}))
+}

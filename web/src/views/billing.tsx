@@ -85,6 +85,10 @@ export function Billing() {
                       <td>
                         <a href={`/v1/invoices/${encodeURIComponent(i.id)}.html`} target="_blank" rel="noopener">
                           Open {i.month}
+                        </a>{' '}
+                        ·{' '}
+                        <a href={`/v1/invoices/${encodeURIComponent(i.id)}.pdf`} target="_blank" rel="noopener" aria-label={`PDF of ${i.month}`}>
+                          PDF
                         </a>
                       </td>
                     </tr>
