@@ -195,6 +195,15 @@ func TestBerthctlSignupToPubSub(t *testing.T) {
 	if code, _, errOut := b.run("pub", "-t", "demo/a", "-m", "x", "--username", cred.Username, "--password", "not-a-token"); code != 3 {
 		t.Fatalf("pub with a bad password: exit %d %s, want 3", code, errOut)
 	}
+	// A refusal says the reason code's name and what to do about it.
+	if code, _, errOut := b.run("pub", "-t", "elsewhere/a", "-m", "x", "--qos", "1", "--username", cred.Username, "--password", cred.Password); code != 1 ||
+		!strings.Contains(errOut, "not authorized (MQTT reason code 0x87)") || !strings.Contains(errOut, "--pub") {
+		t.Fatalf("pub outside the credential's filters: exit %d %q, want 1 naming 0x87 and --pub", code, errOut)
+	}
+	if code, _, errOut := b.run("sub", "-t", "elsewhere/#", "--username", cred.Username, "--password", cred.Password); code != 1 ||
+		!strings.Contains(errOut, "not authorized (MQTT reason code 0x87)") || !strings.Contains(errOut, "--sub") {
+		t.Fatalf("sub outside the credential's filters: exit %d %q, want 1 naming 0x87 and --sub", code, errOut)
+	}
 	if code, _, errOut := b.run("credentials", "token", "crd_unknown"); code != 4 {
 		t.Fatalf("token for an unknown credential: exit %d %s, want 4", code, errOut)
 	}
@@ -262,9 +271,12 @@ func TestBerthctlTenantCommands(t *testing.T) {
 		t.Fatalf("sessions --json: %+v %v", sessions, err)
 	}
 	b.ok("sessions", "kick", "kick-me")
-	go func() { _, _ = io.Copy(io.Discard, stderr) }()
-	if err := sub.Wait(); sub.ProcessState.ExitCode() != 1 {
-		t.Fatalf("kicked sub: %v, want exit 1", err)
+	rest, _ := io.ReadAll(stderr)
+	if err := sub.Wait(); sub.ProcessState.ExitCode() != 1 || !strings.Contains(string(rest), "administrative action (MQTT reason code 0x98)") {
+		t.Fatalf("kicked sub: %v %q, want exit 1 naming 0x98", err, rest)
+	}
+	if code, _, errOut := b.run("sessions", "kick", "kick-me"); code != 4 || !strings.Contains(errOut, "no session with this client id") {
+		t.Fatalf("kicking it again: exit %d %q, want 4 saying what is missing", code, errOut)
 	}
 
 	for _, args := range [][]string{{"usage", "--json", "--step", "1h"}, {"latency", "--json"}, {"traces", "--json"}, {"retained", "--json"}} {

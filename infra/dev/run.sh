@@ -177,6 +177,10 @@ if [ -n "$full" ] && [ -n "$api" ]; then
 	echo "  mosquitto_pub -h $h -p $p -u \"\$BERTH_MQTT_USERNAME\" -P \"\$BERTH_MQTT_PASSWORD\" -t demo/hello -m hi"
 	echo "  curl -H \"Authorization: Bearer \$BERTH_API_KEY\" http://$API_ADDR/v1/tenants/\$BERTH_TENANT_ID/sessions"
 	echo
+	echo "Your own account and tenant with berthctl (README, \"Your own tenant with berthctl\"):"
+	echo "  export PATH=$BIN:\$PATH BERTH_API_URL=http://$API_ADDR"
+	echo "  berthctl signup --email you@example.com"
+	echo
 	echo "Dashboard: http://$API_ADDR  (log in as demo@berth.localhost / ${BERTH_DEMO_PASSWORD:-berth-demo-password})"
 else
 	printf 'BERTH_MQTT_ADDR=%s\n' "$MQTT_ADDR" >"$demo"

@@ -46,6 +46,9 @@ func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "HTTP %d", e.Status)
 	switch {
+	case e.Title != "" && len(e.Fields) > 0 && strings.HasPrefix(e.Detail, e.Fields[0].Field+": "):
+		// A validation detail repeats the fields listed below.
+		fmt.Fprintf(&b, ": %s", e.Title)
 	case e.Title != "" && e.Detail != "":
 		fmt.Fprintf(&b, ": %s: %s", e.Title, e.Detail)
 	case e.Title != "":

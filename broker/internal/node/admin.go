@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -112,7 +113,13 @@ func (n *Node) handlePublish(w http.ResponseWriter, r *http.Request, t *tenant) 
 	case errors.Is(err, packet.ErrQoSNotSupported):
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "qos: must be 0, 1 or 2"})
 	default:
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		// Said for users (the API passes it on): the reason code, never
+		// the Go error's package-prefixed text.
+		msg := "the broker refused the message"
+		if code := packet.ReasonCode(0); errors.As(err, &code) {
+			msg = fmt.Sprintf("the broker refused the message with MQTT reason code %#02x", byte(code))
+		}
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": msg})
 	}
 }
 
@@ -129,7 +136,7 @@ func (n *Node) adminHandler() http.Handler {
 	}))
 	mux.HandleFunc("DELETE /admin/tenants/{tid}/sessions/{client_id}", n.withTenant(func(w http.ResponseWriter, r *http.Request, t *tenant) {
 		if err := t.sh.Kick(r.PathValue("client_id"), true); errors.Is(err, shard.ErrNoSession) {
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such session"})
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "the tenant has no session with this client id; GET /v1/tenants/{tid}/sessions (berthctl sessions) lists them"})
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)

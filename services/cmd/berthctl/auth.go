@@ -1,21 +1,19 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"berth.dev/services/apiclient"
 )
 
 func runSignup(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "signup", "--email EMAIL --password PASSWORD [--tenant-slug SLUG]",
-		"  berthctl signup --email me@example.com --password 'correct horse battery'").withAPI()
+	f := newFlags(e, "signup", "--email EMAIL [--password PASSWORD | --password-stdin] [--tenant-slug SLUG]",
+		"  berthctl signup --email me@example.com            (asks for the password twice, not echoed)\n  berthctl signup --email me@example.com --password 'correct horse battery'\n  pass show berth | berthctl signup --email me@example.com --password-stdin").withAPI()
 	email := f.String("email", "", "account email (required)")
-	password := f.String("password", "", "at least 10 characters (env BERTH_PASSWORD; else read from stdin)")
+	pf := addPasswordFlags(f)
 	slug := f.String("tenant-slug", "", "slug of the first tenant (default one derived from the email)")
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
@@ -24,7 +22,7 @@ func runSignup(ctx context.Context, e *env, args []string) error {
 		f.Usage()
 		return usagef("signup: --email is required")
 	}
-	pw, err := readPassword(e, *password)
+	pw, err := pf.read(e, true)
 	if err != nil {
 		return err
 	}
@@ -52,10 +50,10 @@ func runSignup(ctx context.Context, e *env, args []string) error {
 }
 
 func runLogin(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "login", "--email EMAIL [--password PASSWORD] | --api-key KEY",
-		"  berthctl login --email me@example.com --password 'correct horse battery'\n  BERTH_API_URL=https://api.example.com berthctl login --api-key bk_...").withAPI()
+	f := newFlags(e, "login", "--email EMAIL [--password PASSWORD | --password-stdin] | --api-key KEY",
+		"  berthctl login --email me@example.com            (asks for the password, not echoed)\n  berthctl login --email me@example.com --password-stdin < ~/.berth-password\n  BERTH_API_URL=https://api.example.com berthctl login --api-key bk_...").withAPI()
 	email := f.String("email", "", "account email")
-	password := f.String("password", "", "password (env BERTH_PASSWORD; else read from stdin)")
+	pf := addPasswordFlags(f)
 	key := f.String("api-key", "", "store this API key instead of logging in with a password")
 	tenant := f.String("tenant", "", "tenant id or slug to use by default (default the account's first)")
 	if _, err := f.parse(args, 0, 0); err != nil {
@@ -81,7 +79,7 @@ func runLogin(ctx context.Context, e *env, args []string) error {
 		cfg.API, cfg.Email, cfg.APIKey, cfg.APIKeyID = api.Base, acct.Email, *key, ""
 		return chooseTenant(ctx, e, cfg, api, *tenant)
 	}
-	pw, err := readPassword(e, *password)
+	pw, err := pf.read(e, false)
 	if err != nil {
 		return err
 	}
@@ -128,6 +126,9 @@ func chooseTenant(ctx context.Context, e *env, cfg *config, api *apiclient.Clien
 		return err
 	}
 	fmt.Fprintf(e.stdout, "Logged in to %s as %s; tenant %s (%s), MQTT at %s\n", api.Base, cfg.Email, t.Slug, t.ID, t.Endpoints.MQTT)
+	if e.getenv("BERTH_API_KEY") != "" {
+		fmt.Fprintln(e.stderr, "berthctl: note: BERTH_API_KEY is set (by . demo.env?) and overrides this login in later commands; unset BERTH_API_KEY to use it")
+	}
 	return nil
 }
 
@@ -157,24 +158,4 @@ func runLogout(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintln(e.stdout, "Logged out; the API key is revoked.")
 	return nil
-}
-
-// readPassword is flagVal, else BERTH_PASSWORD, else a line from stdin.
-func readPassword(e *env, flagVal string) (string, error) {
-	if flagVal != "" {
-		return flagVal, nil
-	}
-	if v := e.getenv("BERTH_PASSWORD"); v != "" {
-		return v, nil
-	}
-	fmt.Fprint(e.stderr, "Password: ")
-	line, err := bufio.NewReader(e.stdin).ReadString('\n')
-	line = strings.TrimRight(line, "\r\n")
-	if line == "" {
-		if err != nil {
-			return "", usagef("no password: give --password, BERTH_PASSWORD or a line on stdin")
-		}
-		return "", usagef("empty password")
-	}
-	return line, nil
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +46,7 @@ func TestUsageAndHelp(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"nosuch"}, {"pub", "--bogus"}, {"pub", "-m", "x"}, {"credentials", "create"},
 		{"credentials", "create", "x"}, {"credentials", "frob"}, {"quotas", "set", "max_connections"},
-		{"quotas", "set", "max_connections=many"}, {"usage", "--from", "yesterday"}, {"completion", "zsh"},
+		{"quotas", "set", "max_connections=many"}, {"usage", "--from", "yesterday"}, {"completion", "tcsh"},
 	} {
 		if code, _, _ := runArgs(args...); code != exitUsage {
 			t.Errorf("%q: exit %d, want 2", args, code)
@@ -129,5 +131,85 @@ COMP_WORDS=(berthctl credentials t); COMP_CWORD=2; _berthctl; echo "${COMPREPLY[
 	got, err := cmd.Output()
 	if err != nil || string(got) != "credentials\ntoken\n" {
 		t.Fatalf("completions %q %v", got, err)
+	}
+}
+
+// TestCompletionZsh: the script is valid zsh, registers itself with
+// compdef when sourced, and offers commands, subcommands and each
+// command's own flags (_describe and compadd stand in for the completion
+// system, which needs an interactive shell, and print what they are given).
+func TestCompletionZsh(t *testing.T) {
+	code, out, _ := runArgs("completion", "zsh")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	cmd := exec.Command("zsh", "-f", "-c", `
+compdef() { print "compdef $*" }
+_describe() { print -rl -- "${(@P)2}" }
+compadd() { print -rl -- "${(@P)2}" }
+source /dev/stdin
+print -- "-- 1"; words=(berthctl cre); CURRENT=2; _berthctl
+print -- "-- 2"; words=(berthctl credentials t); CURRENT=3; _berthctl
+print -- "-- 3"; words=(berthctl pub -t x --q); CURRENT=5; _berthctl
+print -- "-- 4"; words=(berthctl credentials create laptop --p); CURRENT=5; _berthctl
+print -- "-- 5"; words=(berthctl tenants --l); CURRENT=3; _berthctl`)
+	cmd.Stdin = strings.NewReader(out)
+	got, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("zsh: %v\n%s", err, got)
+	}
+	parts := strings.Split(string(got), "-- ")
+	for i, want := range []string{
+		"compdef _berthctl berthctl\n",
+		"credentials:list, create, token, revoke device credentials\n",
+		"list\ncreate\ntoken\nrevoke\n",
+		"--qos:QoS 0, 1 or 2\n",
+		"--pub:topic filter the credential may publish to",
+		"--limit:show at most this many items",
+	} {
+		if i >= len(parts) || !strings.Contains(parts[i], want) {
+			t.Errorf("part %d lacks %q:\n%s", i, want, got)
+		}
+	}
+	if strings.Contains(parts[3], "--pub:") || strings.Contains(parts[4], "--qos:") {
+		t.Errorf("flags of one command offered for another:\n%s", got)
+	}
+}
+
+// TestCompletionFish: fish completes commands, subcommands and the flags
+// of the command on the line (complete -C asks fish as the shell would).
+func TestCompletionFish(t *testing.T) {
+	code, out, _ := runArgs("completion", "fish")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	script := filepath.Join(t.TempDir(), "berthctl.fish")
+	if err := os.WriteFile(script, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for line, want := range map[string][]string{
+		"berthctl cre":                      {"credentials\tlist, create, token, revoke device credentials"},
+		"berthctl credentials t":            {"token"},
+		"berthctl pub --q":                  {"--qos\tQoS 0, 1 or 2"},
+		"berthctl pub -":                    {"-t\ttopic (required)", "-m\tmessage payload", "--retain"},
+		"berthctl credentials create x --p": {"--pub\t"},
+		"berthctl tenants --":               {"--all\t", "--limit\t"},
+		"berthctl tenants create --":        {"--slug\t", "--plan\t"},
+		"berthctl completion ":              {"bash", "zsh", "fish"},
+		"berthctl login --password":         {"--password-stdin\t"},
+	} {
+		got, err := exec.Command("fish", "--no-config", "-c", "source "+script+"; complete -C '"+line+"'").CombinedOutput()
+		if err != nil {
+			t.Fatalf("fish: %v\n%s", err, got)
+		}
+		for _, w := range want {
+			if !strings.Contains(string(got), w) {
+				t.Errorf("%q: completions lack %q:\n%s", line, w, got)
+			}
+		}
+	}
+	got, _ := exec.Command("fish", "--no-config", "-c", "source "+script+"; complete -C 'berthctl tenants create --'").CombinedOutput()
+	if strings.Contains(string(got), "--limit") {
+		t.Errorf("tenants create offered the listing's --limit:\n%s", got)
 	}
 }

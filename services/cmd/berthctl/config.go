@@ -153,11 +153,11 @@ func (s *session) tenant(ctx context.Context, e *env, f *flags) (apiclient.Tenan
 		err := s.api.Call(ctx, apiclient.GetTenant, []string{want}, nil, nil, &t)
 		return t, err
 	}
-	var l apiclient.List[apiclient.Tenant]
-	if err := s.api.Call(ctx, apiclient.ListTenants, nil, nil, nil, &l); err != nil {
+	ts, err := allItems[apiclient.Tenant](ctx, s.api, apiclient.ListTenants, nil)
+	if err != nil {
 		return apiclient.Tenant{}, err
 	}
-	for _, t := range l.Items {
+	for _, t := range ts {
 		if want == "" || t.Slug == want {
 			return t, nil
 		}

@@ -92,11 +92,11 @@ func demo(ctx context.Context, e *env, cfg *config, api *apiclient.Client, email
 // demoCredential reuses the tenant's "demo device" credential (a new
 // token), or makes it once, allowed demo/#.
 func demoCredential(ctx context.Context, api *apiclient.Client, tid string) (user, pw string, err error) {
-	var l apiclient.List[apiclient.Credential]
-	if err := api.Call(ctx, apiclient.ListCredentials, []string{tid}, nil, nil, &l); err != nil {
+	creds, err := allItems[apiclient.Credential](ctx, api, apiclient.ListCredentials, []string{tid})
+	if err != nil {
 		return "", "", fmt.Errorf("credentials: %w", err)
 	}
-	for _, c := range l.Items {
+	for _, c := range creds {
 		if c.Name == demoCredentialName && c.RevokedAt == nil && c.ExpiresAt == nil {
 			var tok apiclient.IssuedToken
 			if err := api.Call(ctx, apiclient.IssueToken, []string{tid, c.ID}, nil, map[string]string{}, &tok); err != nil {

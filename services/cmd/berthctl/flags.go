@@ -13,6 +13,8 @@ type flags struct {
 	api    *string
 	tenant *string
 	json   *bool
+	limit  *int  // withPages
+	all    *bool // withPages
 }
 
 // newFlags makes the flag set of "berthctl NAME"; synopsis follows the

@@ -36,16 +36,20 @@ func runInvoices(ctx context.Context, e *env, args []string) error {
 }
 
 func invoicesList(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "invoices list", "[--json]", "  berthctl invoices").withAPI().withJSON()
+	f := newFlags(e, "invoices list", "[--limit N | --all] [--json]", "  berthctl invoices --all").withAPI().withJSON().withPages()
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
-	var l apiclient.List[invoice]
-	if ok, err := accountCall(ctx, e, f, apiclient.ListInvoices, nil, nil, nil, &l); !ok || err != nil {
+	s, err := open(e, f)
+	if err != nil {
 		return err
 	}
-	rows := make([][]string, 0, len(l.Items))
-	for _, iv := range l.Items {
+	items, printed, err := listPages[invoice](ctx, e, f, s, apiclient.ListInvoices, nil, nil)
+	if printed || err != nil {
+		return err
+	}
+	rows := make([][]string, 0, len(items))
+	for _, iv := range items {
 		rows = append(rows, []string{iv.ID, iv.Month, invoiceNumber(iv.Number), iv.Status, money(iv.TotalCents, iv.Currency), when(&iv.UpdatedAt)})
 	}
 	table(e.stdout, []string{"ID", "MONTH", "NUMBER", "STATUS", "TOTAL", "UPDATED"}, rows)

@@ -12,6 +12,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"sort"
@@ -76,7 +78,7 @@ func commands() []command {
 		{"pub", "publish MQTT messages to the tenant", runPub},
 		{"sub", "subscribe over MQTT and print what arrives", runSub},
 		{"demo", "make (once) a demo account and device credential, print them as shell variables", runDemo},
-		{"completion", "print a shell completion script (bash)", runCompletion},
+		{"completion", "print a shell completion script (bash, zsh or fish)", runCompletion},
 	}
 }
 
@@ -158,7 +160,17 @@ func exitCode(e *env, err error) int {
 	var ae *apiclient.Error
 	var nf *notFoundError
 	var re *refusedError
+	var ue2 *url.Error
+	var op *net.OpError
 	switch {
+	case errors.As(err, &ue2) && errors.As(err, &op) && op.Op == "dial":
+		// The API is not where berthctl looked: say where it looked and how to point it elsewhere.
+		base := ue2.URL
+		if u, perr := url.Parse(ue2.URL); perr == nil {
+			base = u.Scheme + "://" + u.Host
+		}
+		fmt.Fprintf(e.stderr, "berthctl: cannot reach the API at %s (%v); is it running (make run)? Give its address with --api URL or BERTH_API_URL\n", base, op.Err)
+		return exitError
 	case errors.As(err, &re):
 		fmt.Fprintln(e.stderr, "berthctl:", err)
 		return exitAuth

@@ -134,15 +134,15 @@ func runTopics(ctx context.Context, e *env, args []string) error {
 }
 
 func topicsList(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "topics list", "[--json]", "  berthctl topics").withTenant().withJSON()
+	f := newFlags(e, "topics list", "[--limit N | --all] [--json]", "  berthctl topics --all").withTenant().withJSON().withPages()
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
-	var l apiclient.List[apiclient.TopicRule]
-	if ok, err := tenantCall(ctx, e, f, apiclient.ListTopicRules, nil, nil, nil, &l); !ok || err != nil {
+	items, printed, err := tenantList[apiclient.TopicRule](ctx, e, f, apiclient.ListTopicRules, nil)
+	if printed || err != nil {
 		return err
 	}
-	printRules(e, l.Items)
+	printRules(e, items)
 	return nil
 }
 
@@ -207,7 +207,7 @@ func runSessions(ctx context.Context, e *env, args []string) error {
 }
 
 func sessionsList(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "sessions list", "[--state connected|offline] [--prefix P] [--json]", "  berthctl sessions --state connected").withTenant().withJSON()
+	f := newFlags(e, "sessions list", "[--state connected|offline] [--prefix P] [--limit N | --all] [--json]", "  berthctl sessions --state connected --all").withTenant().withJSON().withPages()
 	state := f.String("state", "", "connected or offline (default both)")
 	prefix := f.String("prefix", "", "client ids starting with this")
 	if _, err := f.parse(args, 0, 0); err != nil {
@@ -220,12 +220,12 @@ func sessionsList(ctx context.Context, e *env, args []string) error {
 	if *prefix != "" {
 		q.Set("prefix", *prefix)
 	}
-	var l apiclient.List[apiclient.MQTTSession]
-	if ok, err := tenantCall(ctx, e, f, apiclient.ListSessions, nil, q, nil, &l); !ok || err != nil {
+	items, printed, err := tenantList[apiclient.MQTTSession](ctx, e, f, apiclient.ListSessions, q)
+	if printed || err != nil {
 		return err
 	}
-	rows := make([][]string, 0, len(l.Items))
-	for _, s := range l.Items {
+	rows := make([][]string, 0, len(items))
+	for _, s := range items {
 		st := "offline"
 		if s.Connected {
 			st = "connected"

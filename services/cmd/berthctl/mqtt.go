@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +23,7 @@ import (
 type mqttFlags struct {
 	addr, username, password, clientID *string
 	qos                                *int
+	onDisconnect                       func(*paho.Disconnect) // the server's DISCONNECT, when set
 }
 
 func addMQTTFlags(f *flags) *mqttFlags {
@@ -38,7 +40,7 @@ func addMQTTFlags(f *flags) *mqttFlags {
 type refusedError struct{ code byte }
 
 func (r *refusedError) Error() string {
-	return fmt.Sprintf("MQTT connect refused: reason %#x (bad user name or password, or not authorized)", r.code)
+	return fmt.Sprintf("MQTT connect refused: %s (MQTT reason code %#02x); check --username and --password: the credential may be revoked or expired, or its token for another tenant", reasonName(r.code), r.code)
 }
 
 // selfCredentialName names the credential pub and sub make for themselves.
@@ -85,7 +87,7 @@ func connectMQTT(ctx context.Context, e *env, f *flags, m *mqttFlags, onMsg func
 	if err != nil {
 		return nil, fmt.Errorf("MQTT %s: %w", addr, err)
 	}
-	cfg := paho.ClientConfig{Conn: conn, OnClientError: func(error) {}}
+	cfg := paho.ClientConfig{Conn: conn, OnClientError: func(error) {}, OnServerDisconnect: m.onDisconnect}
 	if onMsg != nil {
 		cfg.OnPublishReceived = []func(paho.PublishReceived) (bool, error){onMsg}
 	}
@@ -101,7 +103,7 @@ func connectMQTT(ctx context.Context, e *env, f *flags, m *mqttFlags, onMsg func
 		if ack.ReasonCode == 0x86 || ack.ReasonCode == 0x87 || ack.ReasonCode == 0x8C {
 			return nil, &refusedError{ack.ReasonCode}
 		}
-		return nil, fmt.Errorf("MQTT connect refused: reason %#x %s", ack.ReasonCode, ack.Properties.ReasonString)
+		return nil, fmt.Errorf("MQTT %s", refusal("connect", ack.ReasonCode, ack.Properties.ReasonString))
 	}
 	if err != nil {
 		conn.Close()
@@ -114,12 +116,12 @@ func connectMQTT(ctx context.Context, e *env, f *flags, m *mqttFlags, onMsg func
 // allowed everything, and issues it a token valid for an hour.
 func selfToken(ctx context.Context, s *session, tid string) (user, pw string, err error) {
 	name := selfCredentialName()
-	var l apiclient.List[apiclient.Credential]
-	if err := s.api.Call(ctx, apiclient.ListCredentials, []string{tid}, nil, nil, &l); err != nil {
+	creds, err := allItems[apiclient.Credential](ctx, s.api, apiclient.ListCredentials, []string{tid})
+	if err != nil {
 		return "", "", fmt.Errorf("credentials: %w", err)
 	}
 	id := ""
-	for _, c := range l.Items {
+	for _, c := range creds {
 		if c.Name == name && c.RevokedAt == nil && (c.ExpiresAt == nil || c.ExpiresAt.After(time.Now().Add(time.Hour))) {
 			id = c.ID
 			break
@@ -166,11 +168,11 @@ func runPub(ctx context.Context, e *env, args []string) error {
 	defer c.Disconnect(&paho.Disconnect{})
 	for i := range *count {
 		r, err := c.Publish(ctx, &paho.Publish{Topic: *topic, QoS: byte(*m.qos), Retain: *retain, Payload: []byte(*msg)})
+		if r != nil && r.ReasonCode >= 0x80 { // paho returns an error too: the reason code says more
+			return fmt.Errorf("message %d: %s", i+1, refusal("publish", r.ReasonCode, r.Properties.ReasonString))
+		}
 		if err != nil {
 			return fmt.Errorf("publish %d: %w", i+1, err)
-		}
-		if r != nil && r.ReasonCode >= 0x80 {
-			return fmt.Errorf("publish %d refused: reason %#x %s", i+1, r.ReasonCode, r.Properties.ReasonString)
 		}
 	}
 	fmt.Fprintf(e.stderr, "Published %d message(s) to %s\n", *count, *topic)
@@ -192,6 +194,13 @@ func runSub(ctx context.Context, e *env, args []string) error {
 		return usagef("sub: -t FILTER is required")
 	}
 	msgs := make(chan *paho.Publish, 256)
+	disc := make(chan *paho.Disconnect, 1)
+	m.onDisconnect = func(d *paho.Disconnect) {
+		select {
+		case disc <- d:
+		default:
+		}
+	}
 	c, err := connectMQTT(ctx, e, f, m, func(p paho.PublishReceived) (bool, error) {
 		select {
 		case msgs <- p.Packet:
@@ -204,14 +213,14 @@ func runSub(ctx context.Context, e *env, args []string) error {
 	}
 	defer c.Disconnect(&paho.Disconnect{})
 	sa, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: *filter, QoS: byte(*m.qos)}}})
+	if sa != nil && len(sa.Reasons) == 1 && sa.Reasons[0] >= 0x80 { // paho returns an error too: the reason code says more
+		return fmt.Errorf("%s: %s", *filter, refusal("subscribe", sa.Reasons[0], sa.Properties.ReasonString))
+	}
 	if err != nil {
 		return fmt.Errorf("subscribe: %w", err)
 	}
 	if len(sa.Reasons) != 1 {
 		return fmt.Errorf("subscribe: SUBACK with %d reason codes", len(sa.Reasons))
-	}
-	if sa.Reasons[0] >= 0x80 {
-		return fmt.Errorf("subscribe %s refused: reason %#x %s", *filter, sa.Reasons[0], sa.Properties.ReasonString)
 	}
 	fmt.Fprintf(e.stderr, "Subscribed to %s (QoS %d)\n", *filter, sa.Reasons[0])
 	for n := 1; *count == 0 || n <= *count; n++ {
@@ -219,6 +228,12 @@ func runSub(ctx context.Context, e *env, args []string) error {
 		case p := <-msgs:
 			printMessage(e.stdout, n, p, *raw)
 		case <-c.Done():
+			// paho reports the server's DISCONNECT just after closing.
+			select {
+			case d := <-disc:
+				return errors.New(refusal("connection", d.ReasonCode, d.Properties.ReasonString))
+			case <-time.After(time.Second):
+			}
 			return fmt.Errorf("MQTT connection closed")
 		case <-ctx.Done():
 			return nil // interrupted

@@ -178,7 +178,7 @@ func runTraces(ctx context.Context, e *env, args []string) error {
 }
 
 func tracesList(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "traces list", "[--kind K] [--client-id C] [--min-duration D] [--errors] [--from T] [--to T] [--json]", "  berthctl traces --kind mqtt.publish --min-duration 5ms").withTenant().withJSON()
+	f := newFlags(e, "traces list", "[--kind K] [--client-id C] [--min-duration D] [--errors] [--from T] [--to T] [--limit N | --all] [--json]", "  berthctl traces --kind mqtt.publish --min-duration 5ms --limit 200").withTenant().withJSON().withPages()
 	kind := f.String("kind", "", "root span name, e.g. mqtt.connect or mqtt.publish")
 	client := f.String("client-id", "", "traces with a span of this client")
 	minDur := f.String("min-duration", "", "traces at least this long, e.g. 5ms")
@@ -199,7 +199,7 @@ func tracesList(ctx context.Context, e *env, args []string) error {
 	if *errs {
 		q.Set("errors", "true")
 	}
-	var l apiclient.List[struct {
+	items, printed, err := tenantList[struct {
 		TraceID    string    `json:"trace_id"`
 		RootName   string    `json:"root_name"`
 		Start      time.Time `json:"start"`
@@ -207,12 +207,12 @@ func tracesList(ctx context.Context, e *env, args []string) error {
 		SpanCount  int       `json:"span_count"`
 		ClientID   string    `json:"client_id"`
 		Error      bool      `json:"error"`
-	}]
-	if ok, err := tenantCall(ctx, e, f, apiclient.ListTraces, nil, q, nil, &l); !ok || err != nil {
+	}](ctx, e, f, apiclient.ListTraces, q)
+	if printed || err != nil {
 		return err
 	}
-	rows := make([][]string, 0, len(l.Items))
-	for _, t := range l.Items {
+	rows := make([][]string, 0, len(items))
+	for _, t := range items {
 		status := "ok"
 		if t.Error {
 			status = "error"

@@ -16,7 +16,7 @@ func runTenants(ctx context.Context, e *env, args []string) error {
 }
 
 func tenantsList(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "tenants list", "[--json]", "  berthctl tenants\n  berthctl tenants --json | jq -r '.items[].id'").withAPI().withJSON()
+	f := newFlags(e, "tenants list", "[--limit N | --all] [--json]", "  berthctl tenants\n  berthctl tenants --all --json | jq -r '.items[].id'").withAPI().withJSON().withPages()
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
@@ -24,12 +24,12 @@ func tenantsList(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	var l apiclient.List[apiclient.Tenant]
-	if ok, err := s.call(ctx, e, f, apiclient.ListTenants, nil, nil, nil, &l); !ok || err != nil {
+	items, printed, err := listPages[apiclient.Tenant](ctx, e, f, s, apiclient.ListTenants, nil, nil)
+	if printed || err != nil {
 		return err
 	}
-	rows := make([][]string, 0, len(l.Items))
-	for _, t := range l.Items {
+	rows := make([][]string, 0, len(items))
+	for _, t := range items {
 		mark := ""
 		if t.ID == s.cfg.Tenant {
 			mark = "*"
@@ -93,16 +93,16 @@ func runCredentials(ctx context.Context, e *env, args []string) error {
 }
 
 func credentialsList(ctx context.Context, e *env, args []string) error {
-	f := newFlags(e, "credentials list", "[--json]", "  berthctl credentials\n  berthctl credentials --json --tenant staging").withTenant().withJSON()
+	f := newFlags(e, "credentials list", "[--limit N | --all] [--json]", "  berthctl credentials\n  berthctl credentials --all --json --tenant staging").withTenant().withJSON().withPages()
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
-	var l apiclient.List[apiclient.Credential]
-	if ok, err := tenantCall(ctx, e, f, apiclient.ListCredentials, nil, nil, nil, &l); !ok || err != nil {
+	items, printed, err := tenantList[apiclient.Credential](ctx, e, f, apiclient.ListCredentials, nil)
+	if printed || err != nil {
 		return err
 	}
-	rows := make([][]string, 0, len(l.Items))
-	for _, c := range l.Items {
+	rows := make([][]string, 0, len(items))
+	for _, c := range items {
 		state := "active"
 		if c.RevokedAt != nil {
 			state = "revoked"

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -31,7 +32,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		return jsonError(err)
+		return jsonError(err, dst)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		var tooBig *http.MaxBytesError
@@ -43,8 +44,9 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
 	return nil
 }
 
-// jsonError turns encoding/json's errors into the API's.
-func jsonError(err error) error {
+// jsonError turns encoding/json's errors, decoding into dst, into the
+// API's: in words for users, naming the field and what it takes.
+func jsonError(err error, dst any) error {
 	var (
 		syntax  *json.SyntaxError
 		typeErr *json.UnmarshalTypeError
@@ -67,9 +69,47 @@ func jsonError(err error) error {
 		return invalid(field, fmt.Sprintf("must be %s, not %s", jsonKind(typeErr.Type.Kind().String()), typeErr.Value))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
-		return invalid(name, "unknown field")
+		return invalid(name, "unknown field; the body takes "+strings.Join(bodyFields(reflect.TypeOf(dst), ""), ", "))
 	}
-	return &malformedError{detail: err.Error()}
+	return &malformedError{detail: "the body is not the JSON this operation takes; /v1/openapi.json describes it"}
+}
+
+// bodyFields lists the JSON fields of the struct t points to, a nested
+// object's as parent.field.
+func bodyFields(t reflect.Type, prefix string) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if f.Anonymous && name == "" {
+			out = append(out, bodyFields(ft, prefix)...)
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if ft.Kind() == reflect.Struct && ft != reflect.TypeFor[time.Time]() {
+			if sub := bodyFields(ft, prefix+name+"."); len(sub) > 0 {
+				out = append(out, sub...)
+				continue
+			}
+		}
+		out = append(out, prefix+name)
+	}
+	return out
 }
 
 func jsonKind(k string) string {

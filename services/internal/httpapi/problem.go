@@ -80,10 +80,37 @@ type nodeUnavailableError struct{ detail string }
 
 func (e *nodeUnavailableError) Error() string { return "httpapi: node unavailable: " + e.detail }
 
+// routeError is a path no route matches (404), or a method the matching
+// path does not take (405, method set).
+type routeError struct{ method, path string }
+
+func (e *routeError) Error() string {
+	if e.method != "" {
+		return "httpapi: " + e.path + " does not take " + e.method
+	}
+	return "httpapi: no route " + e.path
+}
+
+// fieldsDetail is a validation problem's detail: each field with its
+// reason, so a client that shows only the detail still names them.
+func fieldsDetail(fs []FieldError) string {
+	const shown = 5
+	var b strings.Builder
+	for i, f := range fs {
+		if i == shown {
+			fmt.Fprintf(&b, "; and %d more (see errors)", len(fs)-shown)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(f.Field + ": " + f.Reason)
+	}
+	return b.String()
+}
+
 var (
 	errUnsupportedMedia = errors.New("httpapi: body must be application/json")
-	errRouteNotFound    = errors.New("httpapi: no such route")
-	errMethodNotAllowed = errors.New("httpapi: method not allowed")
 	errRateLimited      = errors.New("httpapi: rate limited")
 	errNeedSession      = errors.New("httpapi: a dashboard session is required")
 )
@@ -103,6 +130,7 @@ func problemFor(err error) Problem {
 		tenants  *store.TenantLimitError
 		writes   *writeRateError
 		planDown *store.PlanBoundsError
+		route    *routeError
 	)
 	p := func(status int, slug, title, detail string) Problem {
 		return Problem{Type: problemBase + slug, Title: title, Status: status, Detail: detail}
@@ -112,7 +140,7 @@ func problemFor(err error) Problem {
 	}
 	switch {
 	case errors.As(err, &verr):
-		pr := p(http.StatusUnprocessableEntity, "validation", "Invalid input", fmt.Sprintf("%d field(s) invalid", len(verr.fields)))
+		pr := p(http.StatusUnprocessableEntity, "validation", "Invalid input", fieldsDetail(verr.fields))
 		pr.Errors = verr.fields
 		return pr
 	case errors.As(err, &planDown):
@@ -149,16 +177,28 @@ func problemFor(err error) Problem {
 	case errors.Is(err, errUnsupportedMedia):
 		return p(http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type", "send Content-Type: application/json")
 	case errors.Is(err, account.ErrBadCredentials):
-		return p(http.StatusUnauthorized, "bad-credentials", "Wrong email or password", "")
+		return p(http.StatusUnauthorized, "bad-credentials", "Wrong email or password",
+			"no account has this email and password; passwords are case-sensitive (sign up with POST /v1/signup)")
 	case errors.Is(err, account.ErrUnauthenticated):
 		return p(http.StatusUnauthorized, "unauthenticated", "Authentication required",
 			"send Authorization: Bearer <session token or API key>; sessions expire and are renewed with POST /v1/refresh")
 	case errors.Is(err, errNeedSession):
 		return p(http.StatusBadRequest, "session-required", "A dashboard session is required", "this request ends a session; it was authenticated with an API key")
-	case errors.Is(err, store.ErrNotFound), errors.Is(err, errRouteNotFound):
-		return p(http.StatusNotFound, "not-found", "Not found", "")
-	case errors.Is(err, errMethodNotAllowed):
-		return p(http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", "")
+	case errors.Is(err, store.ErrNotFound):
+		// One text for whatever is missing, so an id of another account
+		// is answered as one that does not exist.
+		return p(http.StatusNotFound, "not-found", "Not found",
+			"this account has nothing with the id in this path; the listings (GET without the last id) give the ids")
+	case errors.As(err, &route):
+		path := route.path
+		if len(path) > 100 {
+			path = path[:100] + "…"
+		}
+		if route.method != "" {
+			return p(http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed",
+				fmt.Sprintf("%s does not take %s; /v1/openapi.json lists each path's methods", path, route.method))
+		}
+		return p(http.StatusNotFound, "not-found", "Not found", "no API route "+path+"; /v1/openapi.json lists them")
 	case errors.As(err, &conflict):
 		detail, reason := conflict.Field+" is already taken", "already taken"
 		if conflict.HeldBy != "" {

@@ -109,8 +109,10 @@ func NewRouter(o Options) (chi.Router, error) {
 
 	r := chi.NewRouter()
 	r.Use(requestID(o.Logger), m.observe, recoverer, cors(o.CORSOrigin), bodyLimit)
-	r.NotFound(withDashboard(o.Dashboard, handler(func(http.ResponseWriter, *http.Request) error { return errRouteNotFound })))
-	r.MethodNotAllowed(handler(func(http.ResponseWriter, *http.Request) error { return errMethodNotAllowed }))
+	r.NotFound(withDashboard(o.Dashboard, handler(func(_ http.ResponseWriter, r *http.Request) error { return &routeError{path: r.URL.Path} })))
+	r.MethodNotAllowed(handler(func(_ http.ResponseWriter, r *http.Request) error {
+		return &routeError{method: r.Method, path: r.URL.Path}
+	}))
 
 	r.Get("/healthz", a.healthz)
 	r.Get("/readyz", handler(a.readyz))

@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"maps"
 	"net/mail"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -22,7 +24,7 @@ func checkSlug(v *validator, field, slug string) {
 	case !slugPattern.MatchString(slug):
 		v.add(field, "must be a DNS label: 1 to 63 lowercase letters, digits and hyphens, not starting or ending with a hyphen")
 	case reservedSlugs[slug]:
-		v.add(field, "is reserved")
+		v.add(field, "is reserved (the reserved slugs: "+strings.Join(slices.Sorted(maps.Keys(reservedSlugs)), ", ")+"); choose another")
 	}
 }
 
