@@ -24,6 +24,8 @@ import (
 // Binaries are the built programs.
 type Binaries struct {
 	API, Broker, Gateway, Berthctl string
+	ConnFlood                      string // the fault suite's connect flood (e2e/cmd/connflood)
+	Billing                        string // the billing worker (billing/cmd/billing)
 }
 
 // Build compiles the api, broker and gateway into dir. It is called once per
@@ -34,7 +36,8 @@ func Build(dir string) (Binaries, error) {
 		return Binaries{}, err
 	}
 	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-		"./services/cmd/api", "./services/cmd/berthctl", "./broker/cmd/broker", "./gateway/cmd/gateway")
+		"./services/cmd/api", "./services/cmd/berthctl", "./broker/cmd/broker", "./gateway/cmd/gateway", "./e2e/cmd/connflood",
+		"./billing/cmd/billing")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return Binaries{}, fmt.Errorf("stack: go build: %v\n%s", err, out)
@@ -44,6 +47,9 @@ func Build(dir string) (Binaries, error) {
 		Broker:   filepath.Join(dir, "broker"),
 		Gateway:  filepath.Join(dir, "gateway"),
 		Berthctl: filepath.Join(dir, "berthctl"),
+
+		ConnFlood: filepath.Join(dir, "connflood"),
+		Billing:   filepath.Join(dir, "billing"),
 	}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -41,6 +42,19 @@ type Options struct {
 	// i's (a later flag wins over the stack's own).
 	NodeArgs    []string
 	GatewayArgs [][]string
+	// Stripe runs the API with payment through Stripe's stripe-mock
+	// (testenv.StripeURL) and a webhook signing secret of its own
+	// (Stack.StripeWebhookSecret); StartBilling's workers get the same
+	// Stripe. Off: payment is disabled, as without a Stripe key.
+	Stripe bool
+	// NodeData, when set, is the node's -data directory instead of a
+	// fresh t.TempDir(): a test's own filesystem (a small tmpfs for disk
+	// full, say), which the test mounts and unmounts itself.
+	NodeData string
+	// GatewayIP, when set, is the address gateways listen on instead of
+	// 127.0.0.1: a local address a test gave a veth of its own network
+	// namespace, so that traffic from that namespace reaches them.
+	GatewayIP string
 }
 
 // Gateway is one running gateway.
@@ -75,10 +89,14 @@ type Stack struct {
 	// KeyEncryptionKey seals the API's signing keys at rest (hex, 32
 	// bytes): the stack runs the API as in production, not with -dev.
 	KeyEncryptionKey string
+	// With Options.Stripe: stripe-mock's URL, the test key the processes
+	// use, and the secret the API verifies Stripe's webhooks with.
+	StripeURL, StripeKey, StripeWebhookSecret string
 
 	// How the node was started, for RestartNode.
 	nodeBin           string
 	nodeArgs, nodeEnv []string
+	billingBin        string
 }
 
 func randomHex(n int) string {
@@ -121,10 +139,16 @@ func New(t testing.TB, bins Binaries, opts Options) *Stack {
 	gwAddrs, wsAddrs := make([]string, opts.Gateways), make([]string, opts.Gateways)
 	for i := range gwAddrs {
 		gwAddrs[i], wsAddrs[i] = FreeAddr(t), FreeAddr(t)
+		if opts.GatewayIP != "" {
+			gwAddrs[i], wsAddrs[i] = onIP(t, gwAddrs[i], opts.GatewayIP), onIP(t, wsAddrs[i], opts.GatewayIP)
+		}
 	}
 
 	s.nodeBin = bins.Broker
-	s.NodeData = t.TempDir()
+	s.NodeData = opts.NodeData
+	if s.NodeData == "" {
+		s.NodeData = t.TempDir()
+	}
 	s.nodeArgs = []string{
 		"-node-id", "node-" + randomHex(4),
 		"-internal-listen", s.NodeMQTT, "-admin-listen", s.NodeAdmin,
@@ -152,6 +176,11 @@ func New(t testing.TB, bins Binaries, opts Options) *Stack {
 	if opts.AccountWriteBurst > 0 {
 		apiArgs = append(apiArgs, "-account-write-burst", strconv.Itoa(opts.AccountWriteBurst))
 	}
+	if opts.Stripe {
+		s.StripeURL, s.StripeKey, s.StripeWebhookSecret = testenv.StripeURL(t), "sk_test_berthe2e", "whsec_"+randomHex(16)
+		apiArgs = append(apiArgs, "-stripe-key", s.StripeKey, "-stripe-url", s.StripeURL, "-stripe-webhook-secret", s.StripeWebhookSecret)
+	}
+	s.billingBin = bins.Billing
 	s.APIProc = Start(t, "api", bins.API, apiArgs, []string{"DATABASE_URL=" + s.DatabaseURL, "BERTH_NODE_TOKEN=" + s.NodeToken, "BERTH_KEY_ENCRYPTION_KEY=" + s.KeyEncryptionKey})
 	WaitListening(t, s.APIProc, apiAddr, 30*time.Second)
 
@@ -191,4 +220,14 @@ func (s *Stack) RestartNode(t testing.TB) {
 	s.Node = Start(t, "node (restarted)", s.nodeBin, s.nodeArgs, s.nodeEnv)
 	WaitListening(t, s.Node, s.NodeMQTT, 30*time.Second)
 	WaitListening(t, s.Node, s.NodeAdmin, 30*time.Second)
+}
+
+// onIP is addr's port on ip.
+func onIP(t testing.TB, addr, ip string) string {
+	t.Helper()
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("onIP %q: %v", addr, err)
+	}
+	return net.JoinHostPort(ip, port)
 }
