@@ -12,7 +12,7 @@ DEV     := infra/dev
 export BERTH_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:$(or $(BERTH_PG_PORT),54329)/postgres?sslmode=disable
 export BERTH_TEST_REDIS_URL    ?= redis://127.0.0.1:$(or $(BERTH_REDIS_PORT),63790)/0
 
-.PHONY: help run test lint bench bench-micro bench-backlog crash-qos1 crash-qos2 replica-idle fault fuzz dev-up dev-down build clean web web-deps
+.PHONY: help run test lint bench bench-idle bench-micro bench-backlog bench-replay crash-qos1 crash-qos2 replica-idle replica-crash fault fuzz dev-up dev-down build images clean web web-deps
 
 help: ## show this help
 	@echo "Berth: multi-tenant hosted MQTT."
@@ -33,6 +33,9 @@ lint: ## gofmt, go vet and staticcheck over every module
 
 bench: ## Berth vs mosquitto and mochi-mqtt on loopback, one table in bench/results/ (BENCH_FLAGS=-quick: smoke run)
 	@bench/run.sh $(BENCH_FLAGS)
+
+bench-idle: ## RSS per idle connection, Berth beside mosquitto, at IDLE_CONNS held connections (default 10000,100000; needs RLIMIT_NOFILE above the largest)
+	@BENCH_BROKERS=berth,mosquitto bench/run.sh -only '^conn-' -conns $(or $(IDLE_CONNS),10000,100000) $(BENCH_FLAGS)
 
 bench-micro: ## codec, topic, WAL, fan-out and quota micro-benchmarks (-benchmem)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 500ms ./broker/... ./gateway/...
@@ -70,9 +73,6 @@ build: ## build every binary into .run/bin (the API embeds web/dist as it is: `m
 		$(GO) build -o .run/bin/ ./$$d || exit 1; done; done
 	@ls .run/bin
 
-dev-up: ## start the private Postgres (:54329) and Redis (:63790), installing what is missing
-	@$(DEV)/up.sh
-
 # Image stamps: the tag (and each binary's -version), the revision and source labels, and
 # the one timestamp in every image (the commit's time: same commit, same digests).
 IMAGE_TAG         ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -85,6 +85,9 @@ images: web ## build the OCI images (berth-api, -gateway, -node, -billing, -migr
 	@. $(DEV)/lib.sh && apt_install ca-certificates
 	$(GO) run ./infra/images/cmd/images -out .run/images -tag $(IMAGE_TAG) -revision $(IMAGE_REVISION) \
 		-source $(IMAGE_SOURCE) -created $(SOURCE_DATE_EPOCH) -arch $(IMAGE_ARCH)
+
+dev-up: ## start the private Postgres (:54329) and Redis (:63790), installing what is missing
+	@$(DEV)/up.sh
 
 dev-down: ## stop them (their data stays in .run/)
 	@$(DEV)/down.sh

@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -47,6 +48,7 @@ type config struct {
 	gateway         string
 	gwUser, gwPass  string
 	scenarioTimeout time.Duration
+	conns           []int // held-connection scenarios; nil: the scale's
 }
 
 func parse(args []string) (config, error) {
@@ -61,6 +63,17 @@ func parse(args []string) (config, error) {
 	fs.StringVar(&c.gwUser, "gateway-user", "", "MQTT user name for -gateway")
 	fs.StringVar(&c.gwPass, "gateway-pass", "", "MQTT password for -gateway")
 	fs.DurationVar(&c.scenarioTimeout, "scenario-timeout", 3*time.Minute, "kill a scenario that runs longer")
+	fs.Func("conns", "held-connection scenarios to run, comma-separated counts (default 10000; -quick 300)", func(v string) error {
+		c.conns = c.conns[:0]
+		for f := range strings.SplitSeq(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > 1_000_000 {
+				return fmt.Errorf("%q: want counts 1..1000000", f)
+			}
+			c.conns = append(c.conns, n)
+		}
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -95,6 +108,9 @@ func runMain(args []string) error {
 	sc := fullScale()
 	if cfg.quick {
 		sc = quickScale()
+	}
+	if cfg.conns != nil {
+		sc.conns = cfg.conns
 	}
 	var scs []scenario
 	for _, s := range scenarios(sc) {

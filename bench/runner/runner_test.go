@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -233,5 +234,32 @@ func TestRedact(t *testing.T) {
 	got := strings.Join(redact(args), " ")
 	if got != "-addr x -user u -pass REDACTED -json" || args[5] != "token" {
 		t.Fatalf("redact = %s (input %v)", got, args)
+	}
+}
+
+// TestConnScenarios: -conns gives one held-connection scenario per count,
+// and a count past one address's ephemeral ports dials from several
+// 127.0.0.x addresses.
+func TestConnScenarios(t *testing.T) {
+	c, err := parse([]string{"-bin", "x", "-conns", "10000,100000"})
+	if err != nil || !slices.Equal(c.conns, []int{10_000, 100_000}) {
+		t.Fatalf("parse -conns = %v, %v", c.conns, err)
+	}
+	if _, err := parse([]string{"-bin", "x", "-conns", "10000,x"}); err == nil {
+		t.Error("-conns with a bad count accepted")
+	}
+	sc := fullScale()
+	sc.conns = c.conns
+	args := map[string][]string{}
+	for _, s := range scenarios(sc) {
+		args[s.id] = s.args
+	}
+	if a := args["conn-10000"]; a == nil || slices.Contains(a, "-source-addrs") {
+		t.Errorf("conn-10000 args %q: want one, from the default address", a)
+	}
+	a := args["conn-100000"]
+	i := slices.Index(a, "-source-addrs")
+	if i < 0 || i+1 >= len(a) || a[i+1] != "127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5" {
+		t.Errorf("conn-100000 args %q: want four source addresses", a)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -82,11 +83,13 @@ type scenario struct {
 type scale struct {
 	dur      time.Duration // each throughput scenario
 	sweepDur time.Duration // each payload of the sweep
-	conns    int           // held connections
+	conns    []int         // held connections, one scenario each
 }
 
-func fullScale() scale  { return scale{dur: 6 * time.Second, sweepDur: 4 * time.Second, conns: 10_000} }
-func quickScale() scale { return scale{dur: time.Second, sweepDur: time.Second, conns: 300} }
+func fullScale() scale {
+	return scale{dur: 6 * time.Second, sweepDur: 4 * time.Second, conns: []int{10_000}}
+}
+func quickScale() scale { return scale{dur: time.Second, sweepDur: time.Second, conns: []int{300}} }
 
 func ok(r *run) bool { return r.Report != nil }
 
@@ -204,33 +207,54 @@ func scenarios(s scale) []scenario {
 				{"e2e max", false, "µs", lat(pmax, false)},
 			},
 		},
-		scenario{
-			id: fmt.Sprintf("conn-%d", s.conns), title: fmt.Sprintf("%s held connections, 200 dials at a time, 3 s hold, PINGREQ check", thousands(s.conns)),
-			args: []string{"-mode", "conn", "-levels", fmt.Sprint(s.conns), "-hold", "3s", "-dial-concurrency", "200"},
-			metrics: []metric{
-				{"held", true, "conns", func(r *run) (float64, bool) {
-					if !ok(r) || len(r.Report.Levels) == 0 {
-						return 0, false
-					}
-					return float64(r.Report.Levels[0].Held), true
-				}},
-				{"RSS per conn", false, "KiB", func(r *run) (float64, bool) {
-					if !ok(r) || len(r.Report.Levels) == 0 || r.Report.Levels[0].Held == 0 {
-						return 0, false
-					}
-					return float64(r.After.PeakRSSKiB-r.Before.RSSKiB) / float64(r.Report.Levels[0].Held), true
-				}},
-				{"dial time", false, "s", func(r *run) (float64, bool) {
-					if !ok(r) || len(r.Report.Levels) == 0 {
-						return 0, false
-					}
-					return r.Report.Levels[0].DialSeconds, true
-				}},
-			},
-		},
 	)
+	for _, n := range s.conns {
+		out = append(out, connScenario(n))
+	}
 	return out
 }
+
+// connScenario holds n idle connections. Past about 25,000 the dials
+// come from several 127.0.0.x addresses in turn, each with its own
+// ephemeral ports.
+func connScenario(n int) scenario {
+	args := []string{"-mode", "conn", "-levels", fmt.Sprint(n), "-hold", "3s", "-dial-concurrency", "200"}
+	if n > connsPerSource {
+		var srcs []string
+		for i := range (n + connsPerSource - 1) / connsPerSource {
+			srcs = append(srcs, fmt.Sprintf("127.0.0.%d", 2+i))
+		}
+		args = append(args, "-source-addrs", strings.Join(srcs, ","))
+	}
+	return scenario{
+		id: fmt.Sprintf("conn-%d", n), title: fmt.Sprintf("%s held connections, 200 dials at a time, 3 s hold, PINGREQ check", thousands(n)),
+		args: args,
+		metrics: []metric{
+			{"held", true, "conns", func(r *run) (float64, bool) {
+				if !ok(r) || len(r.Report.Levels) == 0 {
+					return 0, false
+				}
+				return float64(r.Report.Levels[0].Held), true
+			}},
+			{"RSS per conn", false, "KiB", func(r *run) (float64, bool) {
+				if !ok(r) || len(r.Report.Levels) == 0 || r.Report.Levels[0].Held == 0 {
+					return 0, false
+				}
+				return float64(r.After.PeakRSSKiB-r.Before.RSSKiB) / float64(r.Report.Levels[0].Held), true
+			}},
+			{"dial time", false, "s", func(r *run) (float64, bool) {
+				if !ok(r) || len(r.Report.Levels) == 0 {
+					return 0, false
+				}
+				return r.Report.Levels[0].DialSeconds, true
+			}},
+		},
+	}
+}
+
+// connsPerSource is how many connections one source address is given, below
+// Linux's default ephemeral port range (32768-60999).
+const connsPerSource = 25_000
 
 func sizeText(n int) string {
 	if n >= 1024 && n%1024 == 0 {

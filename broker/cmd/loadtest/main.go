@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
@@ -94,6 +95,17 @@ func parseFlags(args []string, stderr io.Writer) (cfg loadgen.Config, asJSON, qu
 	fs.StringVar(&levels, "levels", levels, "conn: comma-separated connection counts, increasing")
 	fs.DurationVar(&cfg.Hold, "hold", cfg.Hold, "conn: how long to hold each level before the PINGREQ check")
 	fs.IntVar(&cfg.DialConcurrency, "dial-concurrency", cfg.DialConcurrency, "conn: dials in flight at once")
+	fs.Func("source-addrs", "conn: comma-separated local `addresses` to dial from in turn, e.g. 127.0.0.2,127.0.0.3 (each has its own ephemeral ports)", func(v string) error {
+		cfg.SourceAddrs = cfg.SourceAddrs[:0]
+		for f := range strings.SplitSeq(v, ",") {
+			a, err := netip.ParseAddr(strings.TrimSpace(f))
+			if err != nil {
+				return err
+			}
+			cfg.SourceAddrs = append(cfg.SourceAddrs, a)
+		}
+		return nil
+	})
 	fs.Float64Var(&cfg.MaxConnFailPct, "max-conn-fail", cfg.MaxConnFailPct, "conn: failures per level, in percent, above which the run fails")
 	fs.IntVar(&cfg.Pubs, "pubs", cfg.Pubs, "publishers")
 	fs.IntVar(&cfg.Subs, "subs", cfg.Subs, "subscribers (-1: pub mode 1 at QoS 0 and 0 otherwise, pubsub 1)")

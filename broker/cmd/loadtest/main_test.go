@@ -132,3 +132,15 @@ func TestCredentialsFromEnv(t *testing.T) {
 		t.Fatalf("-h exit %d, output shows the password: %v", code, strings.Contains(help.String(), "env-secret"))
 	}
 }
+
+// TestSourceAddrsFlag: -source-addrs takes a comma-separated list of
+// addresses and refuses anything else.
+func TestSourceAddrsFlag(t *testing.T) {
+	cfg, _, _, err := parseFlags([]string{"-mode", "conn", "-source-addrs", "127.0.0.2, 127.0.0.3"}, &bytes.Buffer{})
+	if err != nil || len(cfg.SourceAddrs) != 2 || cfg.SourceAddrs[1].String() != "127.0.0.3" {
+		t.Fatalf("parseFlags = %v, %v", cfg.SourceAddrs, err)
+	}
+	if _, _, _, err := parseFlags([]string{"-source-addrs", "127.0.0.2,nope"}, &bytes.Buffer{}); err == nil {
+		t.Fatal("-source-addrs with a bad address accepted")
+	}
+}

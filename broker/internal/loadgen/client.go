@@ -11,8 +11,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,10 +30,13 @@ type dialer struct {
 	ws      bool
 	wsURL   string
 	timeout time.Duration
+	// Local addresses to bind, used in turn (Config.SourceAddrs).
+	sources []netip.Addr
+	next    atomic.Uint64
 }
 
 func newDialer(cfg *Config) (*dialer, error) {
-	d := &dialer{addr: cfg.Addr, ws: cfg.WS, timeout: cfg.ConnectTimeout}
+	d := &dialer{addr: cfg.Addr, ws: cfg.WS, timeout: cfg.ConnectTimeout, sources: cfg.SourceAddrs}
 	if cfg.TLS {
 		host, _, err := net.SplitHostPort(cfg.Addr)
 		if err != nil {
@@ -83,6 +88,10 @@ func (d *dialer) dial(ctx context.Context) (net.Conn, error) {
 		return websocket.NetConn(context.Background(), c, websocket.MessageBinary), nil
 	}
 	nd := net.Dialer{}
+	if len(d.sources) > 0 {
+		src := d.sources[(d.next.Add(1)-1)%uint64(len(d.sources))]
+		nd.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0))
+	}
 	if d.tls != nil {
 		td := tls.Dialer{NetDialer: &nd, Config: d.tls}
 		return td.DialContext(ctx, "tcp", d.addr)

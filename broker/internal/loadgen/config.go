@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"time"
 )
@@ -49,6 +50,11 @@ type Config struct {
 	Hold            time.Duration
 	DialConcurrency int
 	MaxConnFailPct  float64 // failures above this percentage of a level fail the run
+	// SourceAddrs are local addresses dials bind to, in turn: each has
+	// its own ephemeral ports (about 28,000 on Linux), so several
+	// 127.0.0.x of them hold more connections to one broker port than
+	// one address can. Empty: the kernel's choice.
+	SourceAddrs []netip.Addr
 
 	// pub and pubsub modes
 	Pubs, Subs  int // Subs < 0 means the mode's default
@@ -163,6 +169,11 @@ func (c *Config) Validate(ctx context.Context) error {
 	}
 	if c.ConnectTimeout <= 0 || c.Drain < 0 || c.Drain > 5*time.Minute {
 		bad("-connect-timeout must be >0 and -drain 0..5m")
+	}
+	for _, a := range c.SourceAddrs {
+		if !a.IsLoopback() && !c.AllowRemote {
+			bad("-source-addrs %s: not a loopback address", a)
+		}
 	}
 	if c.WS && !strings.HasPrefix(c.WSPath, "/") {
 		bad("-ws-path %q: must start with /", c.WSPath)

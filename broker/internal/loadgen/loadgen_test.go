@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -301,5 +303,47 @@ func TestReceiveMaximumCapsWindow(t *testing.T) {
 				t.Fatalf("inflight %d acked %d, want %d and 200", r.Inflight, r.Acked, tt.want)
 			}
 		})
+	}
+}
+
+// TestSourceAddrs: dials bind to the configured local addresses in turn,
+// as the listener sees them, so several 127.0.0.x hold more connections
+// than one address's ephemeral ports allow.
+func TestSourceAddrs(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cfg := testConfig(ln.Addr().String(), ModeConn)
+	cfg.SourceAddrs = []netip.Addr{netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3")}
+	if err := cfg.Validate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d, err := newDialer(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for range 4 {
+		c, err := d.dial(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		sc, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sc.Close()
+		got = append(got, sc.RemoteAddr().(*net.TCPAddr).IP.String())
+	}
+	want := []string{"127.0.0.2", "127.0.0.3", "127.0.0.2", "127.0.0.3"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("connections came from %v, want %v", got, want)
+	}
+	cfg.SourceAddrs = []netip.Addr{netip.MustParseAddr("192.0.2.1")}
+	if err := cfg.Validate(context.Background()); err == nil {
+		t.Fatal("a non-loopback source address passed validation")
 	}
 }
