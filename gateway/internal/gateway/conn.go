@@ -311,7 +311,9 @@ func (g *Gateway) sniSlug(sni string) (string, bool) {
 func (g *Gateway) refuse(c net.Conn, log *slog.Logger, ct *connTrace, r refusal, cause error) {
 	failed := time.Now()
 	g.m.refusals.WithLabelValues(ct.tenant, r.label).Inc()
-	log.Info("connect refused", "reason", r.label, "err", cause)
+	if g.refuseLog.allow(failed) {
+		log.Info("connect refused", "reason", r.label, "err", cause)
+	}
 	if ack := r.connack(ct.version); ack != nil {
 		c.SetWriteDeadline(time.Now().Add(time.Second))
 		c.Write(ack)

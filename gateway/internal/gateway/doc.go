@@ -8,8 +8,9 @@
 //
 //	accept ──▶ global accept rate, per-IP connect rate,  (before any TLS/MQTT work)
 //	   │        pending connections per source ≤ MaxPendingPerIP
-//	   │        refused: closed at once, unread, counted (berth_gateway_rate_limited_total
-//	   │        {scope=global|ip|pending}); the pending cap logs a Warn at most every 10 s
+//	   │        refused: reset at once (RST, SO_LINGER 0: no TIME_WAIT), unread, counted
+//	   │        (berth_gateway_rate_limited_total{scope=global|ip|pending}); the pending
+//	   │        cap logs one Warn per 10 s, then a summary of the lines not logged
 //	   ▼
 //	tcp  (1883)  nothing more
 //	tls  (8883)  TLS handshake (ALPN mqtt)
@@ -53,7 +54,11 @@
 // straight back to the client); the gateway only ever writes a CONNACK to
 // refuse. Refusal codes: MQTT 5 reason codes, the nearest MQTT 3.1.1
 // return code via packet.ReasonCode.ConnackV3 [MQTT-3.2.2-8] (3.1.1)
-// [MQTT-3.2.2-7]: after a refusal CONNACK the connection is closed.
+// [MQTT-3.2.2-7]: after a refusal CONNACK the connection is closed (a
+// normal close, unlike the reset of a refusal at accept). Each refusal is
+// counted (berth_gateway_refusals_total{reason}); its "connect refused"
+// log line is written for the first 50 of every 10 s only, then one
+// summary line says how many were not (quietLog).
 //
 // # A connect's trace
 //

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -43,6 +44,8 @@ type envOptions struct {
 	maxConns int // quotas.max_connections of ten_acme; 0 leaves the tenant without quotas
 	config   func(*Config)
 	tracer   func(*pgxpool.Pool) trace.TracerProvider // the gateway's, given the test's database; none when nil
+	logger   *slog.Logger                             // the gateway's; discarded when nil
+	prepare  func(*Gateway)                           // called between New and Start
 }
 
 // Tenants seeded by newEnv.
@@ -135,10 +138,13 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 	}
 	e.gw, err = New(e.cfg, Deps{
 		Auth:    jwtauth.NewVerifier(ks, jwtauth.VerifierOptions{Issuer: e.cfg.Issuer}),
-		Revoked: rev, Routes: routes, Limits: lim, Signer: signer, Tracer: tp,
+		Revoked: rev, Routes: routes, Limits: lim, Signer: signer, Tracer: tp, Logger: o.logger,
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.prepare != nil {
+		o.prepare(e.gw)
 	}
 	if err := e.gw.Start(ctx); err != nil {
 		t.Fatal(err)

@@ -47,12 +47,13 @@ type Gateway struct {
 	m    *metrics
 	adm  *admission
 	pend *pendingIPs
-	// pendLog reports connections refused over MaxPendingPerIP, at most
-	// once per pendLogEvery.
-	pendLog *quietLog
-	bufs    *bufPool
-	tls     *tls.Config // nil without a certificate
-	tr      trace.Tracer
+	// pendLog bounds the lines about connections refused over
+	// MaxPendingPerIP, refuseLog those about refused CONNECTs.
+	pendLog   *quietLog
+	refuseLog *quietLog
+	bufs      *bufPool
+	tls       *tls.Config // nil without a certificate
+	tr        trace.Tracer
 
 	connCtx    context.Context // cancelled when Shutdown gives up waiting
 	cancelConn context.CancelFunc
@@ -109,14 +110,17 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 	}
 	m := newMetrics(reg)
 	g := &Gateway{
-		cfg:      cfg,
-		d:        d,
-		log:      d.Logger,
-		reg:      reg,
-		m:        m,
-		adm:      newAdmission(&cfg),
-		pend:     newPendingIPs(cfg.MaxPendingPerIP, m.pending),
-		pendLog:  &quietLog{log: d.Logger, every: pendLogEvery},
+		cfg:  cfg,
+		d:    d,
+		log:  d.Logger,
+		reg:  reg,
+		m:    m,
+		adm:  newAdmission(&cfg),
+		pend: newPendingIPs(cfg.MaxPendingPerIP, m.pending),
+		pendLog: newQuietLog(d.Logger, slog.LevelWarn,
+			"connections refused: too many pending from one source; lines not logged", pendLogEvery, 1),
+		refuseLog: newQuietLog(d.Logger, slog.LevelInfo,
+			"connect refused; lines not logged", refuseLogEvery, refuseLogBurst),
 		bufs:     newBufPool(),
 		tr:       d.Tracer.Tracer(tracerName),
 		sessions: map[*session]struct{}{},
@@ -309,6 +313,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.cancelConn()
 	g.closeListeners() // and the metrics server, last
 	g.loops.Wait()
+	g.pendLog.stop() // the summaries still due
+	g.refuseLog.stop()
 	return err
 }
 
@@ -335,32 +341,6 @@ func (g *Gateway) untrack(s *session) {
 	delete(g.sessions, s)
 	g.mu.Unlock()
 	g.conns.Done()
-}
-
-// pendLogEvery is the least time between two log lines about connections
-// refused over MaxPendingPerIP.
-const pendLogEvery = 10 * time.Second
-
-// admit applies the accept-time rate limits and the cap of pending
-// connections per source; a refused conn is closed before anything is
-// read from it. An admitted conn holds a pending slot (nil when its
-// address is not IP) that its handler releases.
-func (g *Gateway) admit(c net.Conn) (*pendingSlot, bool) {
-	now := time.Now()
-	ok, scope := g.adm.allow(c.RemoteAddr(), now)
-	if !ok {
-		g.m.rateLimited.WithLabelValues(scope).Inc()
-		c.Close()
-		return nil, false
-	}
-	slot, src, ok := g.pend.acquire(c.RemoteAddr())
-	if !ok {
-		g.m.rateLimited.WithLabelValues("pending").Inc()
-		c.Close()
-		g.pendLog.note(now, "connections refused: too many pending from one source", "source", src.String(), "max_pending_per_ip", g.cfg.MaxPendingPerIP)
-		return nil, false
-	}
-	return slot, true
 }
 
 func (g *Gateway) acceptLoop(ln net.Listener, tlsConf *tls.Config) {

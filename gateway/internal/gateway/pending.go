@@ -1,12 +1,10 @@
 package gateway
 
 import (
-	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -121,32 +119,4 @@ func pendingSlotOf(c net.Conn) *pendingSlot {
 			return nil
 		}
 	}
-}
-
-// quietLog writes a line at most once per interval for an event that can
-// come in floods (a connection refused at accept), saying how many there
-// were since the last line, so a flood costs a counter, not a log line
-// per connection.
-type quietLog struct {
-	log   *slog.Logger
-	every time.Duration
-
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
-}
-
-// note logs msg with args at Warn unless a line was written within the
-// interval; then it only counts.
-func (q *quietLog) note(now time.Time, msg string, args ...any) {
-	q.mu.Lock()
-	if !q.last.IsZero() && now.Sub(q.last) < q.every {
-		q.suppressed++
-		q.mu.Unlock()
-		return
-	}
-	n := q.suppressed
-	q.last, q.suppressed = now, 0
-	q.mu.Unlock()
-	q.log.Warn(msg, append(args, "suppressed_since_last", n)...)
 }

@@ -1,13 +1,11 @@
 package gateway
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -71,18 +69,6 @@ func dialFrom(t *testing.T, from, addr string) net.Conn {
 	return c
 }
 
-// closedUnread asserts that the gateway closed c without writing a byte.
-// The test's gateway waits 30 s for a CONNECT, so a close within the 5 s
-// read deadline is a refusal at accept, not the CONNECT deadline.
-func closedUnread(t *testing.T, c net.Conn) {
-	t.Helper()
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	n, err := c.Read(make([]byte, 16))
-	if n != 0 || !(errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
-		t.Fatalf("read %d bytes, %v: want the connection closed unread", n, err)
-	}
-}
-
 // heldOpen asserts that the gateway keeps c open, waiting for a CONNECT.
 func heldOpen(t *testing.T, c net.Conn) {
 	t.Helper()
@@ -122,11 +108,11 @@ func TestPendingPerIPCap(t *testing.T) {
 		}
 	}
 
-	// max silent sockets from 127.0.0.1: the next is closed unread, on
+	// max silent sockets from 127.0.0.1: the next is reset unread, on
 	// the TCP and the WebSocket listener alike (one count per source).
 	silent := fill()
-	closedUnread(t, dialFrom(t, "127.0.0.1", gw))
-	closedUnread(t, dialFrom(t, "127.0.0.1", e.addr(KindWS)))
+	resetAtAccept(t, "127.0.0.1", gw)
+	resetAtAccept(t, "127.0.0.1", e.addr(KindWS))
 	waitUntil(t, func() bool {
 		return strings.Contains(scrape(t, e), `berth_gateway_rate_limited_total{scope="pending"} 2`)
 	})
@@ -194,7 +180,7 @@ func TestPendingPerIPCap(t *testing.T) {
 			fmt.Fprintf(ws[i], "GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n")
 		}
 		pendingIs(max)
-		closedUnread(t, dialFrom(t, "127.0.0.1", gw))
+		resetAtAccept(t, "127.0.0.1", gw)
 		closeAll(ws)
 		pendingIs(0)
 	})

@@ -77,6 +77,52 @@ func (a *admission) sweepLocked(now time.Time) {
 	}
 }
 
+// Log lines about refusals, which can come in floods (quietLog): one line
+// per pendLogEvery about connections refused over MaxPendingPerIP, and the
+// first refuseLogBurst refused CONNECTs per refuseLogEvery; then a summary
+// line with the count not logged.
+const (
+	pendLogEvery   = 10 * time.Second
+	refuseLogEvery = 10 * time.Second
+	refuseLogBurst = 50
+)
+
+// admit applies the accept-time rate limits and the cap of pending
+// connections per source; a refused conn is reset before anything is
+// read from it. An admitted conn holds a pending slot (nil when its
+// address is not IP) that its handler releases.
+func (g *Gateway) admit(c net.Conn) (*pendingSlot, bool) {
+	now := time.Now()
+	ok, scope := g.adm.allow(c.RemoteAddr(), now)
+	if !ok {
+		g.m.rateLimited.WithLabelValues(scope).Inc()
+		reset(c)
+		return nil, false
+	}
+	slot, src, ok := g.pend.acquire(c.RemoteAddr())
+	if !ok {
+		g.m.rateLimited.WithLabelValues("pending").Inc()
+		reset(c)
+		if g.pendLog.allow(now) {
+			g.log.Warn("connections refused: too many pending from one source", "source", src.String(), "max_pending_per_ip", g.cfg.MaxPendingPerIP)
+		}
+		return nil, false
+	}
+	return slot, true
+}
+
+// reset closes a connection refused at accept with an RST rather than a
+// FIN (SO_LINGER 0): no FIN exchange and no TIME_WAIT socket per refusal,
+// which is most of what a connect flood costs the gateway. The device sees
+// "connection reset by peer". Only for connections nothing was read from:
+// a refused CONNECT gets its CONNACK and a normal close [MQTT-3.2.2-7].
+func reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	c.Close()
+}
+
 // addrPort converts a net.Addr to netip.AddrPort (invalid when it is not
 // an IP address).
 func addrPort(a net.Addr) netip.AddrPort {
