@@ -55,6 +55,9 @@ crash-qos2: ## QoS 2 exactly-once across 20 SIGKILLs of the standalone broker (-
 replica-idle: ## CPU of 1,000 idle tenants' Raft groups on 3 nodes (quiesced, ticking, and per-bucket), no -race
 	cd broker && $(GO) test -count=1 -timeout 10m -run TestIdleGroupsCPU -v ./internal/replica -idle-groups 1000 -idle-window 5s
 
+replica-crash: ## 10 SIGKILLs of the leader process of 3 replica node processes under load, test and production timing; failover times
+	cd broker && $(GO) test -race -count=1 -timeout 10m -run TestLeaderProcessKilled -v ./internal/replica -proc-cycles 10
+
 fault: dev-up ## the e2e fault suite, its node-crash loop at FAULT_CYCLES (default 50) SIGKILLs
 	BERTH_FAULT_CYCLES=$(or $(FAULT_CYCLES),50) $(GO) test -race -count=1 -timeout 30m -run TestFault -v ./e2e/
 

@@ -222,16 +222,6 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport
 
 	// Route: dial the node, send it the signed PROXY header and the CONNECT.
 	ct.enter(phaseRoute, time.Now())
-	ct.node = rt.NodeID
-	dialer := net.Dialer{Timeout: g.cfg.DialTimeout}
-	node, err := dialer.DialContext(ctx, "tcp", rt.NodeAddr)
-	if err != nil {
-		g.refuse(client, log, &ct, refuseNodeDown, err)
-		return
-	}
-	s.setNode(node)
-	defer node.Close()
-
 	src, dst := addrPort(client.RemoteAddr()), addrPort(client.LocalAddr())
 	if !src.IsValid() || !dst.IsValid() {
 		src, dst = netip.AddrPort{}, netip.AddrPort{} // UNSPEC rather than half an address
@@ -241,18 +231,21 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport
 		exp = claims.Expiry.Unix()
 	}
 	info := proxyproto.Info{TenantID: tid, CredentialID: claims.Subject, ACL: claims.ACL, TokenExpiry: exp}
-	out, err := g.d.Signer.Append(make([]byte, 0, 256+len(claims.ACL)+len(raw)), src, dst, &info)
+	header := func() ([]byte, error) {
+		return g.d.Signer.Append(make([]byte, 0, 256+len(claims.ACL)+len(raw)), src, dst, &info)
+	}
+	// The node's CONNACK is read here (a node not leading the tenant is
+	// retried, leader.go), then relayed.
+	node, answer, rt, r, err := g.forward(ctx, log, s, rt, p.Version, header, raw)
+	ct.node = rt.NodeID
 	if err != nil {
-		g.refuse(client, log, &ct, refuseNodeDown, err)
+		g.refuse(client, log, &ct, r, err)
 		return
 	}
-	out = append(out, raw...)
-	node.SetWriteDeadline(deadline)
-	if _, err := node.Write(out); err != nil {
-		g.refuse(client, log, &ct, refuseNodeDown, err)
-		return
+	defer node.Close()
+	if _, err := client.Write(answer); err != nil {
+		return // the device left while the node answered
 	}
-	node.SetWriteDeadline(time.Time{})
 	client.SetDeadline(time.Time{}) // from here the node owns keep-alive
 	pend.release()                  // authenticated and relayed: no longer pending
 	now := time.Now()

@@ -26,6 +26,7 @@ var (
 	refuseNoRoute        = refusal{"no_route", packet.ErrServerUnavailable}            // 0x88 / 0x03
 	refuseLimiterDown    = refusal{"limiter_unavailable", packet.ErrServerUnavailable} // 0x88 / 0x03
 	refuseNodeDown       = refusal{"node_unreachable", packet.ErrServerUnavailable}    // 0x88 / 0x03
+	refuseNoLeader       = refusal{"no_leader", packet.ErrServerUnavailable}           // 0x88 / 0x03: nodes answered 0x9C/0x9D (leader.go)
 	refuseShuttingDown   = refusal{"shutting_down", packet.ErrServerShuttingDown}      // 0x8B / 0x03
 )
 

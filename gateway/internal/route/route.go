@@ -1,11 +1,16 @@
 // Package route tells the gateway where a tenant lives: the MQTT address of
-// its broker node (tenants.node_id -> nodes.mqtt_addr), its slug (for the
-// TLS SNI check) and its connection limit (quotas.max_connections).
+// its broker node, its slug (for the TLS SNI check) and its connection
+// limit (quotas.max_connections). The node is the Raft leader recorded in
+// tenant_placement when there is one (a replicated tenant, issue #17),
+// tenants.node_id otherwise; nodes.mqtt_addr gives its address.
 //
-// Answers are cached. LISTEN berth_placement (a tenant moved or was
-// deleted) and berth_quotas (its quotas changed) drop the tenant's entry;
-// a reconnect of the listener drops them all. Entries also expire after
-// TTL as a safety net. A lookup that raced an invalidation is not cached.
+// Answers are cached. LISTEN berth_placement (a tenant moved, its leader
+// changed, or it was deleted) and berth_quotas (its quotas changed) drop the
+// tenant's entry; a reconnect of the listener drops them all. Entries also
+// expire after TTL as a safety net. A lookup that raced an invalidation is
+// not cached, and a lookup never joins a query started before the last
+// invalidation. Refresh drops one tenant's entry and reads it again (a node
+// answered that it is not the tenant's leader).
 package route
 
 import (
@@ -41,14 +46,19 @@ type Route struct {
 	Slug     string
 	NodeID   string
 	NodeAddr string // host:port of the node's internal MQTT listener
+	// Epoch is the recorded Raft term of NodeID's leadership, 0 when the
+	// tenant has no placement row (routed by tenants.node_id).
+	Epoch uint64
 	// MaxConnections is quotas.max_connections, or -1 when the tenant has
 	// no quotas row (the gateway then applies its default).
 	MaxConnections int
 }
 
-const query = `SELECT t.slug, coalesce(t.node_id, ''), coalesce(n.mqtt_addr, ''), coalesce(q.max_connections, -1)
+const query = `SELECT t.slug, coalesce(p.leader, t.node_id, ''), coalesce(n.mqtt_addr, ''), coalesce(q.max_connections, -1),
+	coalesce(p.epoch, 0)
 FROM tenants t
-LEFT JOIN nodes n ON n.id = t.node_id
+LEFT JOIN tenant_placement p ON p.tenant_id = t.id
+LEFT JOIN nodes n ON n.id = coalesce(p.leader, t.node_id)
 LEFT JOIN quotas q ON q.tenant_id = t.id
 WHERE t.id = $1`
 
@@ -76,6 +86,7 @@ type Table struct {
 // pending is a query other lookups of the same tenant wait for, so a
 // reconnect storm after an invalidation costs one query, not thousands.
 type pending struct {
+	gen  uint64 // the invalidation generation it started in
 	done chan struct{}
 	r    Route
 	err  error
@@ -146,7 +157,7 @@ func (t *Table) Lookup(ctx context.Context, tenantID string) (Route, error) {
 		t.mu.Unlock()
 		return e.r, e.err
 	}
-	if p, ok := t.inflight[tenantID]; ok {
+	if p, ok := t.inflight[tenantID]; ok && p.gen == t.gen {
 		t.mu.Unlock()
 		select {
 		case <-p.done:
@@ -155,24 +166,39 @@ func (t *Table) Lookup(ctx context.Context, tenantID string) (Route, error) {
 			return Route{}, ctx.Err()
 		}
 	}
-	p := &pending{done: make(chan struct{})}
-	t.inflight[tenantID] = p
 	gen := t.gen
+	p := &pending{gen: gen, done: make(chan struct{})}
+	t.inflight[tenantID] = p
 	t.mu.Unlock()
 
 	p.r, p.err = t.query(ctx, tenantID, now, gen)
 	t.mu.Lock()
-	delete(t.inflight, tenantID)
+	if t.inflight[tenantID] == p {
+		delete(t.inflight, tenantID)
+	}
 	t.mu.Unlock()
 	close(p.done)
 	return p.r, p.err
+}
+
+// Refresh drops tenantID's cached route and reads it again: for a node
+// that answered it does not lead the tenant, when the placement's NOTIFY
+// may not have arrived yet.
+func (t *Table) Refresh(ctx context.Context, tenantID string) (Route, error) {
+	t.mu.Lock()
+	delete(t.cache, tenantID)
+	t.gen++
+	t.mu.Unlock()
+	return t.Lookup(ctx, tenantID)
 }
 
 // query reads the route and caches the answer unless an invalidation
 // happened since gen was read.
 func (t *Table) query(ctx context.Context, tenantID string, now time.Time, gen uint64) (Route, error) {
 	r := Route{TenantID: tenantID}
-	err := t.pool.QueryRow(ctx, query, tenantID).Scan(&r.Slug, &r.NodeID, &r.NodeAddr, &r.MaxConnections)
+	var epoch int64
+	err := t.pool.QueryRow(ctx, query, tenantID).Scan(&r.Slug, &r.NodeID, &r.NodeAddr, &r.MaxConnections, &epoch)
+	r.Epoch = uint64(epoch)
 	ttl := t.opt.TTL
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
