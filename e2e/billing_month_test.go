@@ -33,7 +33,10 @@ import (
 //     webhook signed with the endpoint's secret) gets a tenant on pro;
 //   - real MQTT clients (paho 5, paho 3.1.1, mosquitto_pub) and an HTTP
 //     publish send messages through the gateway, the test counting every
-//     one it sent;
+//     one the node accepted and every one it refused (a topic outside the
+//     credential's ACL: MQTT 5 PUBACK 0x87; 3.1.1 acknowledged all the
+//     same), which the usage rows count as read (messages_in) and never as
+//     accepted (messages_accepted, what is billed);
 //   - a budget of one cent with action "cap": the billing worker's first
 //     run finds the draft over it and caps the tenant's quotas to the free
 //     plan's bounds live, so a 300 KiB publish that pro took a moment
@@ -42,8 +45,8 @@ import (
 //     clock is set past the month's end and grace (-now) issues the
 //     month's invoice and pushes it to stripe-mock: its lines are the
 //     node's minute usage × the plan's prices, computed here apart from
-//     the worker, with exactly the messages the test sent; the PDF of it
-//     reads back with pdftotext.
+//     the worker, with exactly the messages the node accepted (none of
+//     those it refused); the PDF of it reads back with pdftotext.
 func TestBillingMonthThroughRealTraffic(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
@@ -101,7 +104,9 @@ func TestBillingMonthThroughRealTraffic(t *testing.T) {
 	if rc != 0 {
 		t.Fatalf("3.1.1 connect: return code %d", rc)
 	}
-	var sent int64
+	// sent: messages the node accepted, billed; refused: PUBLISHes it read
+	// and refused, never billed.
+	var sent, refused int64
 	// Paced at 100 a second per client, half the plan's client rate.
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -129,6 +134,16 @@ func TestBillingMonthThroughRealTraffic(t *testing.T) {
 		t.Fatalf("HTTP publish: status %d", code)
 	}
 	sent++
+	// Refused: outside the credential's ACL. The 3.1.1 client cannot be
+	// told: its PUBACK says success, and the message goes nowhere.
+	if code := pub5.publishCode(t, "forbidden/v5", "x", false); code != 0x87 {
+		t.Fatalf("paho 5 publish outside the ACL: PUBACK %#x, want 0x87", code)
+	}
+	refused++
+	if tok := pub3.Publish("forbidden/v3", 1, false, "x"); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("paho 3.1.1 publish outside the ACL: %v", tok.Error())
+	}
+	refused++
 	for got := int64(0); got < sent; got++ {
 		select {
 		case <-sub.got:
@@ -138,17 +153,18 @@ func TestBillingMonthThroughRealTraffic(t *testing.T) {
 	}
 
 	// The node flushes its usage to Postgres every second: the minute rows
-	// come to exactly what was sent.
-	messagesIn := func() int64 {
-		var n int64
-		if err := db.QueryRow(ctx, `SELECT coalesce(sum(messages_in), 0) FROM usage WHERE tenant_id = $1`, metered.ID).Scan(&n); err != nil {
+	// come to exactly what was read, and accepted.
+	usageRows := func() (in, accepted int64) {
+		if err := db.QueryRow(ctx, `SELECT coalesce(sum(messages_in), 0), coalesce(sum(messages_accepted), 0) FROM usage WHERE tenant_id = $1`,
+			metered.ID).Scan(&in, &accepted); err != nil {
 			t.Fatal(err)
 		}
-		return n
+		return in, accepted
 	}
-	waitFor(t, 15*time.Second, fmt.Sprintf("the usage rows to count the %d messages sent", sent), func() bool { return messagesIn() >= sent })
-	if n := messagesIn(); n != sent {
-		t.Fatalf("the usage rows count %d messages; the test sent %d", n, sent)
+	flushed := func() bool { in, _ := usageRows(); return in >= sent+refused }
+	waitFor(t, 15*time.Second, fmt.Sprintf("the usage rows to count the %d PUBLISHes read", sent+refused), flushed)
+	if in, accepted := usageRows(); in != sent+refused || accepted != sent {
+		t.Fatalf("the usage rows count %d messages read, %d accepted; the node accepted %d and refused %d", in, accepted, sent, refused)
 	}
 
 	// Pro takes a 300 KiB message; the free plan's bound is 256 KiB. (No
@@ -165,12 +181,12 @@ func TestBillingMonthThroughRealTraffic(t *testing.T) {
 	if code := s.Do(t, "PUT", "/v1/billing/budget", payer.APIKey, map[string]any{"monthly_cents": 1, "action": "cap"}, nil); code != http.StatusOK {
 		t.Fatalf("put budget: status %d", code)
 	}
-	waitFor(t, 15*time.Second, "the usage rows to count the 300 KiB message", func() bool { return messagesIn() >= sent })
+	waitFor(t, 15*time.Second, "the usage rows to count the 300 KiB message", flushed)
 	live := s.StartBilling(t, "billing (real clock)", "-interval", "1s")
 	capStart := time.Now()
 	var refusedAt time.Time
-	refused := false
-	for deadline := time.Now().Add(30 * time.Second); !refused; {
+	capped := false
+	for deadline := time.Now().Add(30 * time.Second); !capped; {
 		if time.Now().After(deadline) {
 			t.Fatalf("a 300 KiB publish is still taken 30 s after the budget's cap\n%s", live.Log())
 		}
@@ -185,11 +201,8 @@ func TestBillingMonthThroughRealTraffic(t *testing.T) {
 		case err == nil:
 			t.Fatalf("300 KiB publish: PUBACK %#x, want success or DISCONNECT 0x95", pr.ReasonCode)
 		default:
-			refused = true
-			// The refused PUBLISH counts too: a node's messages_in is every
-			// PUBLISH packet it read, refused ones included (docs/contracts.md,
-			// "Usage meters"), and the messages meter bills messages_in.
-			sent++
+			capped = true
+			refused++ // read (messages_in), not accepted: not billed
 		}
 	}
 	select {
@@ -231,7 +244,7 @@ func TestBillingMonthThroughRealTraffic(t *testing.T) {
 		t.Fatalf("node after SIGTERM: %v", err)
 	}
 	raw := map[string]map[string]int64{}
-	rows, err := db.Query(ctx, `SELECT tenant_id, sum(messages_in), sum(connection_seconds), sum(stored_bytes::numeric * 60)::bigint,
+	rows, err := db.Query(ctx, `SELECT tenant_id, sum(messages_accepted), sum(connection_seconds), sum(stored_bytes::numeric * 60)::bigint,
 		sum(bytes_in::numeric + bytes_out)::bigint FROM usage GROUP BY 1`)
 	if err != nil {
 		t.Fatal(err)
@@ -247,8 +260,8 @@ func TestBillingMonthThroughRealTraffic(t *testing.T) {
 	if rows.Err() != nil {
 		t.Fatal(rows.Err())
 	}
-	if raw[metered.ID]["messages"] != sent {
-		t.Fatalf("the node's usage rows count %d messages; the test sent %d", raw[metered.ID]["messages"], sent)
+	if in, accepted := usageRows(); in != sent+refused || accepted != sent || raw[metered.ID]["messages"] != sent {
+		t.Fatalf("the node's usage rows count %d messages read, %d accepted; the node accepted %d and refused %d", in, accepted, sent, refused)
 	}
 
 	// A worker whose clock is past the month's end and the 1 h grace
@@ -358,7 +371,7 @@ func TestBillingMonthThroughRealTraffic(t *testing.T) {
 			t.Errorf("the invoice PDF lacks %q:\n%s", want, text)
 		}
 	}
-	t.Logf("%d messages sent; %d invoice(s) issued; invoice %d: %s, %d lines; walked in %v", sent, len(issued), *last.Number,
+	t.Logf("%d messages accepted (billed), %d refused (not billed); %d invoice(s) issued; invoice %d: %s, %d lines; walked in %v", sent, refused, len(issued), *last.Number,
 		invoice.Money(last.TotalCents, "usd"), len(last.Lines), time.Since(began).Round(100*time.Millisecond))
 	t.Logf("invoice %d as its PDF reads (pdftotext):\n%s", *last.Number, text)
 }

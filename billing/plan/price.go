@@ -11,9 +11,9 @@ import (
 type Meter string
 
 const (
-	// Messages counts messages published (accepted PUBLISHes and HTTP
-	// publishes: usage.messages_in), the count the monthly_messages quota
-	// caps.
+	// Messages counts messages accepted (usage.messages_accepted: the
+	// PUBLISHes the nodes took on, HTTP publishes, wills published; never
+	// a refused PUBLISH), the count the monthly_messages quota caps.
 	Messages Meter = "messages"
 	// ConnectionTime counts connection-seconds.
 	ConnectionTime Meter = "connection_time"

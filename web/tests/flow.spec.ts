@@ -75,7 +75,7 @@ test('credential → publish → inspector, overview, usage → revoke drops the
   // Usage: the month's total and today's point in the chart.
   await openPage(page, 'Usage');
   await reloadUntil(page, 'Usage', async () => {
-    await expect(page.getByText(`this month so far: ${messages} messages in`)).toBeVisible({ timeout: 1_000 });
+    await expect(page.getByText(`this month so far: ${messages} messages accepted (billed) of ${messages} in`)).toBeVisible({ timeout: 1_000 });
   });
   await expect(page.getByText(/\b1 of 30 days with traffic\b/)).toBeVisible();
   // The credential's own row in the by-credential table: its 30 messages in.

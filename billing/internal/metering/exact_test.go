@@ -27,11 +27,12 @@ func readMeters(t *testing.T, q querier, tenant string, month time.Time) meters 
 	return m
 }
 
-// rawSums are the month's sums straight from the minute rows.
+// rawSums are the month's sums straight from the minute rows (messages:
+// the accepted ones).
 func rawSums(t *testing.T, q querier, tenant string, month time.Time) meters {
 	t.Helper()
 	var m meters
-	if err := q.QueryRow(context.Background(), `SELECT coalesce(sum(messages_in), 0)::bigint, coalesce(sum(connection_seconds), 0)::bigint,
+	if err := q.QueryRow(context.Background(), `SELECT coalesce(sum(messages_accepted), 0)::bigint, coalesce(sum(connection_seconds), 0)::bigint,
 		coalesce(sum(stored_bytes * 60), 0)::bigint, coalesce(sum(bytes_in + bytes_out), 0)::bigint
 		FROM usage WHERE tenant_id = $1 AND bucket >= $2 AND bucket < $3`, tenant, month, month.AddDate(0, 1, 0)).
 		Scan(&m.messages, &m.connSecs, &m.storedByteSecs, &m.transfer); err != nil {

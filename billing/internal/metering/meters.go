@@ -5,7 +5,9 @@
 // flushes) into a numbered, immutable invoice.
 //
 // Exactness. The minute rows of usage are the source (the nodes' flushes
-// are idempotent transactions; see broker/internal/usage). An account's
+// are idempotent transactions; see broker/internal/usage); the messages
+// meter is their messages_accepted, never messages_in, which also counts
+// the PUBLISHes a node refused. An account's
 // month is billed in one transaction that recomputes its tenants' meters
 // from the source rows in a single statement (one snapshot: a concurrent
 // flush is either wholly in it or wholly out), replaces the meter rows and
@@ -56,12 +58,12 @@ WITH ts AS (
 	       coalesce(lead(s) OVER w, $3) AS hi
 	FROM p0 WINDOW w AS (PARTITION BY tenant_id ORDER BY s)
 ), u AS (
-	SELECT p.tenant_id, p.s, sum(x.messages_in) AS mi, sum(x.connection_seconds) AS cs,
+	SELECT p.tenant_id, p.s, sum(x.messages_accepted) AS mi, sum(x.connection_seconds) AS cs,
 	       sum(x.stored_bytes::numeric * 60) AS sbs, sum(x.bytes_in::numeric + x.bytes_out) AS tb
 	FROM p JOIN usage x ON x.tenant_id = p.tenant_id AND x.bucket >= greatest(p.lo, $4) AND x.bucket < p.hi
 	GROUP BY 1, 2
 	UNION ALL
-	SELECT p.tenant_id, p.s, sum(h.messages_in), sum(h.connection_seconds),
+	SELECT p.tenant_id, p.s, sum(h.messages_accepted), sum(h.connection_seconds),
 	       sum(h.stored_bytes::numeric * 3600), sum(h.bytes_in::numeric + h.bytes_out)
 	FROM p JOIN usage_hourly h ON h.tenant_id = p.tenant_id AND h.hour >= p.lo AND h.hour < least(p.hi, $4)
 	GROUP BY 1, 2

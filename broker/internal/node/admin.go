@@ -187,6 +187,7 @@ func (n *Node) requireToken(next http.Handler) http.Handler {
 // Postgres), and three gauges.
 type usageJSON struct {
 	MessagesIn        uint64            `json:"messages_in"`
+	MessagesAccepted  uint64            `json:"messages_accepted"`
 	MessagesOut       uint64            `json:"messages_out"`
 	BytesIn           uint64            `json:"bytes_in"`
 	BytesOut          uint64            `json:"bytes_out"`
@@ -206,7 +207,7 @@ func (n *Node) handleUsage(w http.ResponseWriter, _ *http.Request, t *tenant) {
 		drops[strings.ToLower(k)] = v
 	}
 	writeJSON(w, http.StatusOK, usageJSON{
-		MessagesIn: s.MessagesIn, MessagesOut: s.MessagesOut, BytesIn: s.BytesIn, BytesOut: s.BytesOut,
+		MessagesIn: s.MessagesIn, MessagesAccepted: s.MessagesAccepted, MessagesOut: s.MessagesOut, BytesIn: s.BytesIn, BytesOut: s.BytesOut,
 		ConnectionSeconds: t.connectionTime(time.Now()).Seconds(),
 		StoredBytes:       t.storedBytes(),
 		Drops:             drops,

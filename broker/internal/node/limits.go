@@ -120,6 +120,12 @@ func (a tenantAdmission) AdmitWill(size int) packet.ReasonCode {
 	return code
 }
 
+// Refund implements the shard's refunder: a message admitted and then
+// refused by the shard (over the retained quota, a payload not in its
+// format, a failed log append) gives its count in the monthly quota back,
+// so that the quota counts the messages accepted, as billing does.
+func (a tenantAdmission) Refund() { a.t.monthUsed.Add(-1) }
+
 // abuseThreshold is how many refusals within one second count as
 // sustained abuse: a client ignoring 0x97 rather than backing off.
 const abuseThreshold = 100

@@ -178,7 +178,8 @@ func (n *Node) openTenant(ctx context.Context, id string) (*tenant, error) {
 		return nil, err
 	}
 	var monthUsed int64
-	if err := n.pool.QueryRow(ctx, `SELECT coalesce(sum(messages_in), 0)::bigint FROM usage
+	// The monthly quota counts accepted messages, as billing does.
+	if err := n.pool.QueryRow(ctx, `SELECT coalesce(sum(messages_accepted), 0)::bigint FROM usage
 		WHERE tenant_id = $1 AND bucket >= date_trunc('month', now())`, id).Scan(&monthUsed); err != nil {
 		return nil, fmt.Errorf("node: monthly usage of %s: %w", id, err)
 	}
@@ -320,6 +321,7 @@ func (t *tenant) sample() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.usage.MessagesIn.Add(int64(s.MessagesIn - t.last.MessagesIn))
+	t.usage.MessagesAccepted.Add(int64(s.MessagesAccepted - t.last.MessagesAccepted))
 	t.usage.MessagesOut.Add(int64(s.MessagesOut - t.last.MessagesOut))
 	t.usage.BytesIn.Add(int64(s.BytesIn - t.last.BytesIn))
 	t.usage.BytesOut.Add(int64(s.BytesOut - t.last.BytesOut))

@@ -38,12 +38,13 @@ func TestAdminUsageMatchesContract(t *testing.T) {
 	}
 	slices.Sort(keys)
 	// docs/contracts.md, Node admin HTTP, GET /usage.
-	want := []string{"bytes_in", "bytes_out", "connection_seconds", "connections", "drops", "messages_in", "messages_out", "retained", "sessions", "stored_bytes"}
+	want := []string{"bytes_in", "bytes_out", "connection_seconds", "connections", "drops", "messages_accepted", "messages_in", "messages_out", "retained", "sessions", "stored_bytes"}
 	if !slices.Equal(keys, want) {
 		t.Fatalf("usage fields %v, want %v", keys, want)
 	}
 	var u struct {
 		MessagesIn        uint64            `json:"messages_in"`
+		MessagesAccepted  uint64            `json:"messages_accepted"`
 		MessagesOut       uint64            `json:"messages_out"`
 		BytesIn           uint64            `json:"bytes_in"`
 		BytesOut          uint64            `json:"bytes_out"`
@@ -55,7 +56,7 @@ func TestAdminUsageMatchesContract(t *testing.T) {
 	if err := json.Unmarshal(body, &u); err != nil {
 		t.Fatal(err)
 	}
-	if u.MessagesIn != 3 || u.MessagesOut != 3 || u.BytesIn == 0 || u.BytesOut == 0 || u.ConnectionSeconds <= 0 ||
+	if u.MessagesIn != 3 || u.MessagesAccepted != 3 || u.MessagesOut != 3 || u.BytesIn == 0 || u.BytesOut == 0 || u.ConnectionSeconds <= 0 ||
 		u.StoredBytes <= 0 || u.Drops == nil || u.Connections != 2 {
 		t.Fatalf("usage %s", body)
 	}

@@ -32,9 +32,9 @@ func (s *Shard) Publish(topicName string, payload []byte, qos byte, retain bool,
 // then the retained quota. topic must be a valid topic name outside $SYS;
 // props are copied. A refusal by l is its reason code as the error
 // (packet.ErrQuotaExceeded, packet.ErrPacketTooLarge, ...); over the
-// retained quota it is ErrRetainedQuota. An accepted message counts one message in, its payload
-// in bytes in, and in its topic's traffic. It returns the number of
-// sessions the message was handed to.
+// retained quota it is ErrRetainedQuota. An accepted message counts one
+// message in and accepted, its payload in bytes in, and in its topic's
+// traffic. It returns the number of sessions the message was handed to.
 func (s *Shard) PublishLimited(topicName string, payload []byte, qos byte, retain bool, props packet.Properties, l Limiter) (int, error) {
 	if !packet.ValidTopicName([]byte(topicName)) || strings.HasPrefix(topicName, "$") {
 		return 0, ErrInvalidTopic
@@ -50,10 +50,12 @@ func (s *Shard) PublishLimited(topicName string, payload []byte, qos byte, retai
 			return 0, code
 		}
 		if retain && s.overRetained(l, topicName, len(payload)) {
+			refund(l)
 			return 0, ErrRetainedQuota
 		}
 	}
 	s.stats.msgsIn.Add(1)
+	s.stats.msgsAccept.Add(1)
 	s.stats.bytesIn.Add(uint64(len(payload)))
 	s.topics.add([]byte(topicName), len(payload))
 	p := packet.Publish{QoS: qos, Retain: retain, Topic: []byte(topicName), Payload: payload, Props: props}

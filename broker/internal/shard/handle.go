@@ -146,6 +146,7 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 		// [MQTT-3.3.2-4] a payload that says it is UTF-8 and is not: the
 		// receiver may refuse it with 0x99 rather than pass it on.
 		allowed, code, drop = false, packet.ErrPayloadFormatInvalid, DropPayloadFormat
+		refund(c.info.Limiter)
 	}
 	if !allowed {
 		sess.mu.Lock()
@@ -183,8 +184,11 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 	m.trace = tr
 	matched := s.publishVia(m, &c.in.matches, &c.out)
 	if m.lost && p.QoS > 0 {
+		refund(c.info.Limiter)
 		return c.refuseUnlogged(m, p, tr)
 	}
+	// Accepted: the one count billing bills (Stats.MessagesAccepted).
+	s.stats.msgsAccept.Add(1)
 	code = packet.CodeSuccess
 	if matched == 0 && c.version == packet.Version5 {
 		code = packet.CodeNoMatchingSubscribers

@@ -40,6 +40,22 @@ type Limiter interface {
 	AdmitWill(size int) packet.ReasonCode
 }
 
+// refunder is a Limiter that counts the messages it admits against a
+// quota (the node's monthly messages quota) and can take one back. The
+// shard calls Refund when it refuses a message its Limiter admitted (over
+// the retained quota, a payload not in its format, a failed log append),
+// so that the quota counts exactly the messages accepted
+// (Stats.MessagesAccepted). Refusals only: never on the accepting path.
+type refunder interface{ Refund() }
+
+// refund gives back l's count of a message it admitted and the shard then
+// refused.
+func refund(l Limiter) {
+	if r, ok := l.(refunder); ok {
+		r.Refund()
+	}
+}
+
 // maxThrottle bounds one read pause, so a throttled connection still
 // answers PINGREQ within its keepalive.
 const maxThrottle = time.Second
@@ -75,6 +91,7 @@ func (c *conn) admitPublish(name []byte, p *packet.Publish) (packet.ReasonCode, 
 		return code, DropQuotaExceeded, code // disconnect with this reason
 	}
 	if p.Retain && s.overRetained(l, string(name), len(p.Payload)) {
+		refund(l)
 		return packet.ErrQuotaExceeded, DropQuotaExceeded, nil
 	}
 	return packet.CodeSuccess, 0, nil

@@ -42,7 +42,12 @@ type Stats struct {
 	Sessions         int
 	Subscriptions    int
 	Retained         int
-	MessagesIn       uint64 // PUBLISH packets received from clients
+	MessagesIn       uint64 // PUBLISH packets received from clients, refused ones too
+	// MessagesAccepted counts the messages of MessagesIn the shard took
+	// on: a client's PUBLISH past every refusal (handlePublish), an HTTP
+	// publish or a will once published (counted in both only then). It is
+	// what the monthly messages quota counts and billing bills.
+	MessagesAccepted uint64
 	MessagesOut      uint64 // PUBLISH packets written to clients
 	BytesIn          uint64
 	BytesOut         uint64
@@ -78,6 +83,7 @@ type counters struct {
 	connected   atomic.Int64
 	connections atomic.Int64
 	msgsIn      atomic.Uint64
+	msgsAccept  atomic.Uint64 // Stats.MessagesAccepted
 	msgsOut     atomic.Uint64
 	bytesIn     atomic.Uint64
 	bytesOut    atomic.Uint64
@@ -90,6 +96,7 @@ func (c *counters) snapshot() Stats {
 		ClientsConnected: c.connected.Load(),
 		ConnectionsTotal: c.connections.Load(),
 		MessagesIn:       c.msgsIn.Load(),
+		MessagesAccepted: c.msgsAccept.Load(),
 		MessagesOut:      c.msgsOut.Load(),
 		BytesIn:          c.bytesIn.Load(),
 		BytesOut:         c.bytesOut.Load(),

@@ -32,9 +32,9 @@ import (
 // (dropped, counted and dead-lettered under too_large or topic_rate) and
 // RETAIN (published without it).
 //
-// A published will counts one message in, for the shard and for the
-// connection's Traffic (its credential); its bytes were counted with the
-// CONNECT that carried it.
+// A published will counts one message in and accepted for the shard, and
+// one in for the connection's Traffic (its credential); its bytes were
+// counted with the CONNECT that carried it.
 
 // willMsg is a connection's will and what admits it when it is due.
 type willMsg struct {
@@ -85,6 +85,7 @@ func (s *Shard) publishWill(w *willMsg) {
 	if l := w.limiter; l != nil {
 		code := l.AdmitWill(len(m.payload))
 		if code == packet.CodeSuccess && m.retain && s.overRetained(l, string(m.topic), len(m.payload)) {
+			refund(l)
 			code = packet.ErrQuotaExceeded
 		}
 		if code != packet.CodeSuccess {
@@ -95,6 +96,7 @@ func (s *Shard) publishWill(w *willMsg) {
 		}
 	}
 	s.stats.msgsIn.Add(1)
+	s.stats.msgsAccept.Add(1)
 	w.traffic.MessagesIn.Add(1)
 	s.publishInternal(m)
 }

@@ -148,17 +148,18 @@ func Write(ctx context.Context, pool *pgxpool.Pool, b *Batch) error {
 		}
 		var q pgx.Batch
 		for _, d := range b.Deltas {
-			q.Queue(`INSERT INTO usage (tenant_id, node_id, bucket, messages_in, messages_out, bytes_in, bytes_out, connection_seconds, stored_bytes)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			q.Queue(`INSERT INTO usage (tenant_id, node_id, bucket, messages_in, messages_out, bytes_in, bytes_out, connection_seconds, stored_bytes, messages_accepted)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 				ON CONFLICT (tenant_id, bucket, node_id) DO UPDATE SET
 					messages_in = usage.messages_in + EXCLUDED.messages_in,
+					messages_accepted = usage.messages_accepted + EXCLUDED.messages_accepted,
 					messages_out = usage.messages_out + EXCLUDED.messages_out,
 					bytes_in = usage.bytes_in + EXCLUDED.bytes_in,
 					bytes_out = usage.bytes_out + EXCLUDED.bytes_out,
 					connection_seconds = usage.connection_seconds + EXCLUDED.connection_seconds,
 					stored_bytes = EXCLUDED.stored_bytes`,
 				d.TenantID, b.NodeID, b.Bucket, d.MessagesIn, d.MessagesOut, d.BytesIn, d.BytesOut,
-				d.ConnectionNanos/int64(time.Second), d.StoredBytes)
+				d.ConnectionNanos/int64(time.Second), d.StoredBytes, d.MessagesAccepted)
 			for reason, n := range d.Drops {
 				q.Queue(`INSERT INTO usage_drops (tenant_id, node_id, bucket, reason, count) VALUES ($1, $2, $3, $4, $5)
 					ON CONFLICT (tenant_id, bucket, node_id, reason) DO UPDATE SET count = usage_drops.count + EXCLUDED.count`,

@@ -1,6 +1,7 @@
 // Package usage meters what each tenant does on a node (messages and bytes
-// in and out, connection-seconds, stored bytes, drops by reason; messages
-// and bytes per credential too) and flushes it to Postgres.
+// in and out, messages accepted, connection-seconds, stored bytes, drops by
+// reason; messages and bytes per credential too) and flushes it to
+// Postgres.
 //
 // Counting is a handful of atomic adds on a per-tenant Counters that the
 // shard holds a pointer to, so the publish path neither locks nor allocates.
@@ -19,10 +20,13 @@ import (
 
 // Counters are one tenant's running totals since the last flush.
 type Counters struct {
-	MessagesIn  atomic.Int64
-	MessagesOut atomic.Int64
-	BytesIn     atomic.Int64
-	BytesOut    atomic.Int64
+	MessagesIn atomic.Int64 // PUBLISH packets read, refused ones too
+	// MessagesAccepted are the messages of MessagesIn the node accepted:
+	// what the monthly messages quota counts and billing bills.
+	MessagesAccepted atomic.Int64
+	MessagesOut      atomic.Int64
+	BytesIn          atomic.Int64
+	BytesOut         atomic.Int64
 	// StoredBytes is a gauge (the tenant's log size), not a delta.
 	StoredBytes atomic.Int64
 	// Latency is every message's and connection's latency (latency.go).
@@ -114,11 +118,12 @@ func (c *Counters) Connections() int64 {
 
 // Delta is what a tenant did between two flushes.
 type Delta struct {
-	TenantID    string
-	MessagesIn  int64
-	MessagesOut int64
-	BytesIn     int64
-	BytesOut    int64
+	TenantID         string
+	MessagesIn       int64
+	MessagesAccepted int64
+	MessagesOut      int64
+	BytesIn          int64
+	BytesOut         int64
 	// ConnectionNanos is connection time; rows store whole seconds, the
 	// remainder carries over to the next flush.
 	ConnectionNanos int64
@@ -129,7 +134,7 @@ type Delta struct {
 }
 
 func (d Delta) empty() bool {
-	return d.MessagesIn == 0 && d.MessagesOut == 0 && d.BytesIn == 0 && d.BytesOut == 0 &&
+	return d.MessagesIn == 0 && d.MessagesAccepted == 0 && d.MessagesOut == 0 && d.BytesIn == 0 && d.BytesOut == 0 &&
 		d.ConnectionNanos < int64(time.Second) && len(d.Drops) == 0 && len(d.Latency) == 0 &&
 		len(d.Credentials) == 0
 }
@@ -140,13 +145,14 @@ func (d Delta) empty() bool {
 // tenant rounds the rest to the nearest second instead.
 func (c *Counters) take(id string, now time.Time, final bool) Delta {
 	d := Delta{
-		TenantID:    id,
-		MessagesIn:  c.MessagesIn.Swap(0),
-		MessagesOut: c.MessagesOut.Swap(0),
-		BytesIn:     c.BytesIn.Swap(0),
-		BytesOut:    c.BytesOut.Swap(0),
-		StoredBytes: c.StoredBytes.Load(),
-		Latency:     c.Latency.take(),
+		TenantID:         id,
+		MessagesIn:       c.MessagesIn.Swap(0),
+		MessagesAccepted: c.MessagesAccepted.Swap(0),
+		MessagesOut:      c.MessagesOut.Swap(0),
+		BytesIn:          c.BytesIn.Swap(0),
+		BytesOut:         c.BytesOut.Swap(0),
+		StoredBytes:      c.StoredBytes.Load(),
+		Latency:          c.Latency.take(),
 	}
 	c.mu.Lock()
 	if len(c.drops) > 0 {

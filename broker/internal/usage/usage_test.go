@@ -13,15 +13,15 @@ import (
 )
 
 type row struct {
-	in, out, bin, bout, connSec, stored int64
+	in, accepted, out, bin, bout, connSec, stored int64
 }
 
 func readUsage(t *testing.T, pool *pgxpool.Pool, tenant string) row {
 	t.Helper()
 	var r row
-	err := pool.QueryRow(context.Background(), `SELECT coalesce(sum(messages_in),0), coalesce(sum(messages_out),0),
+	err := pool.QueryRow(context.Background(), `SELECT coalesce(sum(messages_in),0), coalesce(sum(messages_accepted),0), coalesce(sum(messages_out),0),
 		coalesce(sum(bytes_in),0), coalesce(sum(bytes_out),0), coalesce(sum(connection_seconds),0), coalesce(max(stored_bytes),0)
-		FROM usage WHERE tenant_id = $1`, tenant).Scan(&r.in, &r.out, &r.bin, &r.bout, &r.connSec, &r.stored)
+		FROM usage WHERE tenant_id = $1`, tenant).Scan(&r.in, &r.accepted, &r.out, &r.bin, &r.bout, &r.connSec, &r.stored)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,8 +47,11 @@ func TestFlushCountsExactlyPerTenant(t *testing.T) {
 	f := NewFlusher(pool, m, "node-a", time.Hour, discard())
 
 	a, b := m.Tenant("ten_a"), m.Tenant("ten_b")
-	for range 1000 {
+	for i := range 1000 {
 		a.MessagesIn.Add(1)
+		if i%100 != 0 { // every hundredth refused
+			a.MessagesAccepted.Add(1)
+		}
 		a.BytesIn.Add(64)
 	}
 	a.MessagesOut.Add(3000)
@@ -56,6 +59,7 @@ func TestFlushCountsExactlyPerTenant(t *testing.T) {
 	a.AddDrops("queue_full", 1)
 	a.AddDrops("queue_full", 1)
 	b.MessagesIn.Add(7)
+	b.MessagesAccepted.Add(7)
 	b.StoredBytes.Store(4096)
 
 	if err := f.Flush(ctx); err != nil {
@@ -65,10 +69,10 @@ func TestFlushCountsExactlyPerTenant(t *testing.T) {
 	if err := f.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := readUsage(t, pool, "ten_a"), (row{in: 1000, out: 3000, bin: 64000, bout: 192000}); got != want {
+	if got, want := readUsage(t, pool, "ten_a"), (row{in: 1000, accepted: 990, out: 3000, bin: 64000, bout: 192000}); got != want {
 		t.Errorf("tenant a = %+v, want %+v", got, want)
 	}
-	if got, want := readUsage(t, pool, "ten_b"), (row{in: 7, stored: 4096}); got != want {
+	if got, want := readUsage(t, pool, "ten_b"), (row{in: 7, accepted: 7, stored: 4096}); got != want {
 		t.Errorf("tenant b = %+v, want %+v", got, want)
 	}
 	if n := readDrops(t, pool, "ten_a", "queue_full"); n != 2 {

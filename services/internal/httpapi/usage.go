@@ -38,6 +38,7 @@ func timeRange(r *http.Request, v *validator) (from, to time.Time) {
 type usagePointJSON struct {
 	T                 time.Time        `json:"t"`
 	MessagesIn        int64            `json:"messages_in"`
+	MessagesAccepted  int64            `json:"messages_accepted"`
 	MessagesOut       int64            `json:"messages_out"`
 	BytesIn           int64            `json:"bytes_in"`
 	BytesOut          int64            `json:"bytes_out"`

@@ -21,8 +21,8 @@ func TestUsage(t *testing.T) {
 	ins := func(tid, node string, at time.Time, msgsIn, stored int64) {
 		t.Helper()
 		if _, err := e.pool.Exec(ctx,
-			`INSERT INTO usage (tenant_id, node_id, bucket, messages_in, messages_out, bytes_in, bytes_out, connection_seconds, stored_bytes)
-			 VALUES ($1, $2, $3, $4::bigint, $4::bigint * 2, $4::bigint * 10, $4::bigint * 20, 60, $5)`, tid, node, at, msgsIn, stored); err != nil {
+			`INSERT INTO usage (tenant_id, node_id, bucket, messages_in, messages_out, bytes_in, bytes_out, connection_seconds, stored_bytes, messages_accepted)
+			 VALUES ($1, $2, $3, $4::bigint, $4::bigint * 2, $4::bigint * 10, $4::bigint * 20, 60, $5, $4::bigint - 1)`, tid, node, at, msgsIn, stored); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -46,6 +46,7 @@ func TestUsage(t *testing.T) {
 		Points      []struct {
 			T                 time.Time
 			MessagesIn        int64 `json:"messages_in"`
+			MessagesAccepted  int64 `json:"messages_accepted"` // one refused per row
 			MessagesOut       int64 `json:"messages_out"`
 			BytesIn           int64 `json:"bytes_in"`
 			ConnectionSeconds int64 `json:"connection_seconds"`
@@ -58,13 +59,13 @@ func TestUsage(t *testing.T) {
 		t.Fatalf("series %s", r.body)
 	}
 	p0, p1, p2 := out.Points[0], out.Points[1], out.Points[2]
-	if !p0.T.Equal(base) || p0.MessagesIn != 13 || p0.MessagesOut != 26 || p0.BytesIn != 130 || p0.ConnectionSeconds != 180 || p0.StoredBytes != 150 || p0.Drops["quota_rate"] != 5 {
+	if !p0.T.Equal(base) || p0.MessagesIn != 13 || p0.MessagesAccepted != 10 || p0.MessagesOut != 26 || p0.BytesIn != 130 || p0.ConnectionSeconds != 180 || p0.StoredBytes != 150 || p0.Drops["quota_rate"] != 5 {
 		t.Fatalf("point 0 %+v", p0)
 	}
 	if p1.MessagesIn != 0 || len(p1.Drops) != 0 || !p1.T.Equal(base.Add(time.Hour)) {
 		t.Fatalf("point 1 %+v", p1)
 	}
-	if p2.MessagesIn != 3 || p2.Drops["queue_full"] != 2 {
+	if p2.MessagesIn != 3 || p2.MessagesAccepted != 2 || p2.Drops["queue_full"] != 2 {
 		t.Fatalf("point 2 %+v", p2)
 	}
 

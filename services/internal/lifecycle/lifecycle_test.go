@@ -134,8 +134,9 @@ func writeRows(t *testing.T, pool *pgxpool.Pool, rows []minuteRow) {
 	ctx := context.Background()
 	b := &pgx.Batch{}
 	for _, r := range rows {
-		b.Queue(`INSERT INTO usage (tenant_id, node_id, bucket, messages_in, messages_out, bytes_in, bytes_out, connection_seconds, stored_bytes)
-			VALUES ($1, $2, $3, $4::bigint, $5::bigint, $4::bigint * 10, $5::bigint * 10, 60, $6)`, r.tenant, r.node, r.bucket, r.in, r.out, r.stored)
+		// Half the messages read (rounded down) were accepted.
+		b.Queue(`INSERT INTO usage (tenant_id, node_id, bucket, messages_in, messages_out, bytes_in, bytes_out, connection_seconds, stored_bytes, messages_accepted)
+			VALUES ($1, $2, $3, $4::bigint, $5::bigint, $4::bigint * 10, $5::bigint * 10, 60, $6, $4::bigint / 2)`, r.tenant, r.node, r.bucket, r.in, r.out, r.stored)
 		if r.drops > 0 {
 			b.Queue(`INSERT INTO usage_drops (tenant_id, node_id, bucket, reason, count) VALUES ($1, $2, $3, 'queue_full', $4), ($1, $2, $3, 'offline', 1)`,
 				r.tenant, r.node, r.bucket, r.drops)
@@ -196,13 +197,13 @@ func randomRows(from, to time.Time) []minuteRow {
 
 // wantHourly sums rows per tenant and hour as the rollup must: counters
 // summed, stored bytes the largest per-minute total over nodes.
-func wantHourly(rows []minuteRow, trunc time.Duration) map[string][6]int64 {
+func wantHourly(rows []minuteRow, trunc time.Duration) map[string][7]int64 {
 	type key struct {
 		tenant string
 		minute time.Time
 	}
 	stored := map[key]int64{}
-	out := map[string][6]int64{}
+	out := map[string][7]int64{}
 	for _, r := range rows {
 		k := r.tenant + "@" + r.bucket.Truncate(trunc).Format(time.RFC3339)
 		v := out[k]
@@ -211,6 +212,7 @@ func wantHourly(rows []minuteRow, trunc time.Duration) map[string][6]int64 {
 		v[2] += r.in * 10
 		v[3] += r.out * 10
 		v[4] += 60
+		v[6] += r.in / 2
 		out[k] = v
 		stored[key{r.tenant, r.bucket}] += r.stored
 	}
@@ -223,17 +225,18 @@ func wantHourly(rows []minuteRow, trunc time.Duration) map[string][6]int64 {
 	return out
 }
 
-func readRollup(t *testing.T, pool *pgxpool.Pool, table, column string) map[string][6]int64 {
+func readRollup(t *testing.T, pool *pgxpool.Pool, table, column string) map[string][7]int64 {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT tenant_id, `+column+`, messages_in, messages_out, bytes_in, bytes_out, connection_seconds, stored_bytes FROM `+table)
+	rows, err := pool.Query(context.Background(), `SELECT tenant_id, `+column+`, messages_in, messages_out, bytes_in, bytes_out, connection_seconds, stored_bytes,
+		messages_accepted FROM `+table)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string][6]int64{}
+	out := map[string][7]int64{}
 	var ten string
 	var at time.Time
-	var v [6]int64
-	if _, err := pgx.ForEachRow(rows, []any{&ten, &at, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]}, func() error {
+	var v [7]int64
+	if _, err := pgx.ForEachRow(rows, []any{&ten, &at, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]}, func() error {
 		out[ten+"@"+at.UTC().Format(time.RFC3339)] = v
 		return nil
 	}); err != nil {

@@ -17,22 +17,23 @@ import (
 // same day, just recomputed, which is exact for sums and for a maximum.
 const (
 	usageHourly = `
-		INSERT INTO usage_hourly (tenant_id, hour, messages_in, messages_out, bytes_in, bytes_out, connection_seconds, stored_bytes)
-		SELECT tenant_id, date_trunc('hour', bucket, 'UTC'), sum(mi), sum(mo), sum(bi), sum(bo), sum(cs), max(sb)
+		INSERT INTO usage_hourly (tenant_id, hour, messages_in, messages_out, bytes_in, bytes_out, connection_seconds, stored_bytes, messages_accepted)
+		SELECT tenant_id, date_trunc('hour', bucket, 'UTC'), sum(mi), sum(mo), sum(bi), sum(bo), sum(cs), max(sb), sum(ma)
 		FROM (SELECT tenant_id, bucket, sum(messages_in) AS mi, sum(messages_out) AS mo, sum(bytes_in) AS bi,
-		             sum(bytes_out) AS bo, sum(connection_seconds) AS cs, sum(stored_bytes) AS sb
+		             sum(bytes_out) AS bo, sum(connection_seconds) AS cs, sum(stored_bytes) AS sb, sum(messages_accepted) AS ma
 		      FROM usage WHERE bucket >= $1 AND bucket < $2 GROUP BY 1, 2) AS per_minute
 		GROUP BY 1, 2
 		ON CONFLICT (tenant_id, hour) DO UPDATE SET
-			messages_in = EXCLUDED.messages_in, messages_out = EXCLUDED.messages_out,
+			messages_in = EXCLUDED.messages_in, messages_accepted = EXCLUDED.messages_accepted, messages_out = EXCLUDED.messages_out,
 			bytes_in = EXCLUDED.bytes_in, bytes_out = EXCLUDED.bytes_out,
 			connection_seconds = EXCLUDED.connection_seconds, stored_bytes = EXCLUDED.stored_bytes`
 	usageDaily = `
-		INSERT INTO usage_daily (tenant_id, day, messages_in, messages_out, bytes_in, bytes_out, connection_seconds, stored_bytes)
-		SELECT tenant_id, $1, sum(messages_in), sum(messages_out), sum(bytes_in), sum(bytes_out), sum(connection_seconds), max(stored_bytes)
+		INSERT INTO usage_daily (tenant_id, day, messages_in, messages_out, bytes_in, bytes_out, connection_seconds, stored_bytes, messages_accepted)
+		SELECT tenant_id, $1, sum(messages_in), sum(messages_out), sum(bytes_in), sum(bytes_out), sum(connection_seconds), max(stored_bytes),
+		       sum(messages_accepted)
 		FROM usage_hourly WHERE hour >= $1 AND hour < $2 GROUP BY 1
 		ON CONFLICT (tenant_id, day) DO UPDATE SET
-			messages_in = EXCLUDED.messages_in, messages_out = EXCLUDED.messages_out,
+			messages_in = EXCLUDED.messages_in, messages_accepted = EXCLUDED.messages_accepted, messages_out = EXCLUDED.messages_out,
 			bytes_in = EXCLUDED.bytes_in, bytes_out = EXCLUDED.bytes_out,
 			connection_seconds = EXCLUDED.connection_seconds, stored_bytes = EXCLUDED.stored_bytes`
 	dropsHourly = `

@@ -11,8 +11,11 @@ import (
 // over the step (and over nodes); StoredBytes is a level, so it is the
 // largest per-minute total within the step.
 type UsagePoint struct {
-	T                 time.Time
-	MessagesIn        int64
+	T          time.Time
+	MessagesIn int64 // PUBLISH packets read, refused ones too
+	// MessagesAccepted are the messages of MessagesIn the nodes accepted:
+	// what the monthly quota counts and billing bills.
+	MessagesAccepted  int64
 	MessagesOut       int64
 	BytesIn           int64
 	BytesOut          int64
@@ -146,13 +149,13 @@ func (s *Store) usageSeries(ctx context.Context, sc usageScope, from, to time.Ti
 			UNION ALL SELECT id FROM deleted_tenants WHERE account_id = $1)`, sc.account
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT k, b, sum(mi)::bigint, sum(mo)::bigint, sum(bi)::bigint, sum(bo)::bigint, sum(cs)::bigint, max(sb)::bigint
+		SELECT k, b, sum(mi)::bigint, sum(ma)::bigint, sum(mo)::bigint, sum(bi)::bigint, sum(bo)::bigint, sum(cs)::bigint, max(sb)::bigint
 		FROM (
 			SELECT CASE WHEN $5 THEN tenant_id ELSE '' END AS k,
 			       date_bin($4::bigint * interval '1 second', bucket, 'epoch'::timestamptz) AS b, bucket,
-			       sum(messages_in) AS mi, sum(messages_out) AS mo, sum(bytes_in) AS bi, sum(bytes_out) AS bo,
-			       sum(connection_seconds) AS cs, sum(stored_bytes) AS sb
-			FROM `+seriesSource("usage", step, "messages_in, messages_out, bytes_in, bytes_out, connection_seconds, stored_bytes", "$2", "$3", "$6")+`
+			       sum(messages_in) AS mi, sum(messages_accepted) AS ma, sum(messages_out) AS mo, sum(bytes_in) AS bi,
+			       sum(bytes_out) AS bo, sum(connection_seconds) AS cs, sum(stored_bytes) AS sb
+			FROM `+seriesSource("usage", step, "messages_in, messages_accepted, messages_out, bytes_in, bytes_out, connection_seconds, stored_bytes", "$2", "$3", "$6")+`
 			WHERE `+tenants+`
 			GROUP BY 1, 2, 3
 		) per_minute
@@ -164,7 +167,7 @@ func (s *Store) usageSeries(ctx context.Context, sc usageScope, from, to time.Ti
 		var k string
 		var b time.Time
 		var p UsagePoint
-		if err := rows.Scan(&k, &b, &p.MessagesIn, &p.MessagesOut, &p.BytesIn, &p.BytesOut, &p.ConnectionSeconds, &p.StoredBytes); err != nil {
+		if err := rows.Scan(&k, &b, &p.MessagesIn, &p.MessagesAccepted, &p.MessagesOut, &p.BytesIn, &p.BytesOut, &p.ConnectionSeconds, &p.StoredBytes); err != nil {
 			rows.Close()
 			return nil, classify("usage", err)
 		}

@@ -50,9 +50,9 @@ describe('usage helpers', () => {
     expect(monthStart(Date.parse('2026-12-31T23:59:59Z')).toISOString()).toBe('2026-12-01T00:00:00.000Z');
   });
   it('CSV has a column per meter and per drop reason', () => {
-    const csv = toCSV([{ t: '2026-12-01T00:00:00Z', messages_in: 2, drops: { quota: 1 } }, { t: '2026-12-02T00:00:00Z', messages_in: 3 }]);
-    expect(csv.split('\n')[0]).toBe('time,messages_in,messages_out,bytes_in,bytes_out,connection_seconds,stored_bytes,drops_quota');
-    expect(csv.split('\n')[2]).toBe('2026-12-02T00:00:00Z,3,0,0,0,0,0,0');
+    const csv = toCSV([{ t: '2026-12-01T00:00:00Z', messages_in: 2, drops: { quota: 1 } }, { t: '2026-12-02T00:00:00Z', messages_in: 3, messages_accepted: 2 }]);
+    expect(csv.split('\n')[0]).toBe('time,messages_in,messages_accepted,messages_out,bytes_in,bytes_out,connection_seconds,stored_bytes,drops_quota');
+    expect(csv.split('\n')[2]).toBe('2026-12-02T00:00:00Z,3,2,0,0,0,0,0,0');
   });
   it('quota bounds', () => {
     expect(overBounds({ max_connections: 10, monthly_messages: 5 }, { max_connections: 5, monthly_messages: 0 })).toEqual(['max_connections']);

@@ -39,7 +39,7 @@ export function percentile(values: number[], p: number): number {
 
 /** Points as CSV, one row per step, every meter a column. */
 export function toCSV(points: UsagePoint[]): string {
-  const cols = ['messages_in', 'messages_out', 'bytes_in', 'bytes_out', 'connection_seconds', 'stored_bytes'] as const;
+  const cols = ['messages_in', 'messages_accepted', 'messages_out', 'bytes_in', 'bytes_out', 'connection_seconds', 'stored_bytes'] as const;
   const drops = new Set<string>();
   for (const p of points) for (const k of Object.keys(p.drops ?? {})) drops.add(k);
   const dropCols = [...drops].sort();

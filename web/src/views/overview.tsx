@@ -71,7 +71,7 @@ export function Overview() {
   const rateIn = d ? sum(d.recent, 'messages_in') / 300 : 0;
   const rateOut = d ? sum(d.recent, 'messages_out') / 300 : 0;
   const bytesIn = d ? sum(d.recent, 'bytes_in') / 300 : 0;
-  const monthMsgs = d ? sum(d.month, 'messages_in') : 0;
+  const monthMsgs = d ? sum(d.month, 'messages_accepted') : 0; // what the quota counts and the invoice bills
 
   return (
     <section data-ready={series.data && d ? 'overview' : undefined}>

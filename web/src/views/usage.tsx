@@ -22,6 +22,7 @@ const dayOptions: { key: Days; label: string }[] = [
 ];
 
 const meters: { key: string; label: string; fmt: (n: number) => string }[] = [
+  { key: 'messages_accepted', label: 'Messages accepted (billed)', fmt: count },
   { key: 'messages_in', label: 'Messages in', fmt: count },
   { key: 'messages_out', label: 'Messages out', fmt: count },
   { key: 'bytes_in', label: 'Bytes in', fmt: bytes },
@@ -53,7 +54,7 @@ export function Usage() {
         <Segmented label="Days shown" value={days} options={dayOptions} onChange={setDays} />
       </div>
       <p class="muted small">
-        Nodes flush usage every 10 seconds; a message shows here within one flush. Bytes count each MQTT packet as it crossed the wire, headers included. Days are UTC.
+        Nodes flush usage every 10 seconds; a message shows here within one flush. Messages in counts every PUBLISH the nodes read, refused ones too; messages accepted are those they took on, which the monthly quota counts and the invoice bills. Bytes count each MQTT packet as it crossed the wire, headers included. Days are UTC.
       </p>
       <Loaded q={usage} what="Loading usage">
         {({ w, points, month }) => {
@@ -66,7 +67,7 @@ export function Usage() {
                   Export CSV
                 </a>
                 <span class="muted small">
-                  {points.filter((p) => (p.messages_in ?? 0) + (p.messages_out ?? 0) + (p.connection_seconds ?? 0) > 0).length} of {pointCount(w)} days with traffic; this month so far: {count(sum(month, 'messages_in'))} messages in, {count(sum(month, 'messages_out'))} out.
+                  {points.filter((p) => (p.messages_in ?? 0) + (p.messages_out ?? 0) + (p.connection_seconds ?? 0) > 0).length} of {pointCount(w)} days with traffic; this month so far: {count(sum(month, 'messages_accepted'))} messages accepted (billed) of {count(sum(month, 'messages_in'))} in, {count(sum(month, 'messages_out'))} out.
                 </span>
               </div>
               <div class="grid wide">
@@ -78,7 +79,7 @@ export function Usage() {
                 {(qs) => (
                   <div class="panel">
                     <h2>This month against the plan</h2>
-                    <QuotaBar label="Messages this month" used={sum(month, 'messages_in')} limit={qs.quotas?.monthly_messages ?? 0} fmt={count} />
+                    <QuotaBar label="Messages this month" used={sum(month, 'messages_accepted')} limit={qs.quotas?.monthly_messages ?? 0} fmt={count} />
                     <QuotaBar label="Stored bytes" used={Math.max(0, ...month.map((p) => p.stored_bytes ?? 0))} limit={qs.quotas?.retention_bytes ?? 0} fmt={bytes} />
                   </div>
                 )}
