@@ -11,7 +11,12 @@
 //	gateway -jwks-url http://api:8080/v1/.well-known/jwks.json
 //
 // with DATABASE_URL, REDIS_URL and BERTH_PROXY_SECRET in the environment
-// (every flag also reads BERTH_<FLAG>; gateway -h lists them). A share of
+// (every flag also reads BERTH_<FLAG>; gateway -h lists them). Instead of
+// REDIS_URL, Redis Sentinel (-redis-sentinel-master NAME -redis-addrs
+// s1:26379,…) or Redis Cluster (-redis-cluster -redis-addrs n1:6379,…)
+// may be named, passwords in BERTH_REDIS_PASSWORD and
+// BERTH_REDIS_SENTINEL_PASSWORD; see package
+// berth.dev/gateway/internal/redisconn. A share of
 // connects (-trace-sample, default 0.01) is traced: spans are kept per
 // tenant in Postgres, and exported over OTLP/HTTP when -otlp-endpoint
 // (OTEL_EXPORTER_OTLP_ENDPOINT) is set.
@@ -30,7 +35,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"berth.dev/broker/jwtauth"
 	"berth.dev/broker/proxyproto"
@@ -84,13 +88,13 @@ func run(args []string) error {
 		return fmt.Errorf("postgres: %w", err)
 	}
 	defer pool.Close()
-	ropt, err := redis.ParseURL(cfg.RedisURL)
+	cfg.Redis.DialTimeout, cfg.Redis.ReadTimeout, cfg.Redis.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
+	rdb, err := cfg.Redis.NewClient()
 	if err != nil {
-		return fmt.Errorf("redis url: %w", err)
+		return err
 	}
-	ropt.DialTimeout, ropt.ReadTimeout, ropt.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
-	rdb := redis.NewClient(ropt)
 	defer rdb.Close()
+	log.Info("redis", "mode", cfg.Redis.Mode())
 
 	keys := jwtauth.NewKeySet(jwtauth.KeySetOptions{URL: cfg.JWKSURL, Logger: log})
 	keys.Start(ctx)

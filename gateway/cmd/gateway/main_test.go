@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -144,12 +145,42 @@ func TestSIGTERMDrains(t *testing.T) {
 	if want := []string{"gateway.connect malformed", "gateway.connect shutting_down", "parse", "parse"}; !slices.Equal(got, want) {
 		t.Fatalf("spans exported over OTLP by the shutdown: %q, want %q", got, want)
 	}
-	if n, _ := rs.Client.Exists(t.Context(), rs.Prefix+"gw:gw-sigterm").Result(); n != 0 {
-		t.Fatal("heartbeat key left behind after a clean shutdown")
+	if keys, _ := rs.Client.Keys(t.Context(), rs.Prefix+"*").Result(); len(keys) != 0 {
+		t.Fatalf("Redis keys left behind after a clean shutdown: %q", keys)
 	}
 }
 
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// TestRedisModeFlags: the Redis topology is chosen by flags (or their
+// BERTH_ variables), and a contradictory choice stops the gateway before
+// it connects to anything.
+func TestRedisModeFlags(t *testing.T) {
+	base := []string{"-database-url", "postgres://127.0.0.1:1/x", "-jwks-url", "http://127.0.0.1:1/jwks",
+		"-proxy-secret", "0123456789abcdef0123456789abcdef"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"none", nil, nil, "-redis-url (REDIS_URL), or -redis-addrs"},
+		{"url and cluster", []string{"-redis-url", "redis://127.0.0.1:1/0", "-redis-cluster", "-redis-addrs", "127.0.0.1:1"}, nil, "not both"},
+		{"sentinel from the environment, cluster flag", []string{"-redis-cluster"},
+			map[string]string{"BERTH_REDIS_SENTINEL_MASTER": "berth", "BERTH_REDIS_ADDRS": "127.0.0.1:1"}, "exclude each other"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("REDIS_URL", "")
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			err := run(append(slices.Clone(base), tc.args...))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("run = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
 }

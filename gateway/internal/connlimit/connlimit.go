@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,45 +17,6 @@ var (
 	ErrLimit       = errors.New("connlimit: tenant connection limit reached")
 	ErrUnavailable = errors.New("connlimit: Redis unavailable")
 )
-
-// admitScript: KEYS[1] the tenant's hash, KEYS[2] this gateway's heartbeat.
-// ARGV: gateway id, limit, heartbeat key prefix, heartbeat TTL ms, hash TTL ms.
-// Returns {count after admission or -1 when refused, 1 if this gateway's
-// heartbeat had lapsed}.
-var admitScript = redis.NewScript(`
-local h = redis.call('HGETALL', KEYS[1])
-local total = 0
-for i = 1, #h, 2 do
-  local gw = h[i]
-  if gw == ARGV[1] or redis.call('EXISTS', ARGV[3] .. gw) == 1 then
-    total = total + tonumber(h[i + 1])
-  else
-    redis.call('HDEL', KEYS[1], gw)
-  end
-end
-local lapsed = 0
-if not redis.call('SET', KEYS[2], '1', 'PX', ARGV[4], 'GET') then
-  lapsed = 1
-end
-if total >= tonumber(ARGV[2]) then
-  return {-1, lapsed}
-end
-redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return {total + 1, lapsed}
-`)
-
-// adjustScript: KEYS[1] the tenant's hash; ARGV gateway id, delta, hash TTL
-// ms. Adds delta to this gateway's count, deleting it at zero or below.
-var adjustScript = redis.NewScript(`
-local n = redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2])
-if n <= 0 then
-  redis.call('HDEL', KEYS[1], ARGV[1])
-else
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
-end
-return n
-`)
 
 // Options configures a Limiter.
 type Options struct {
@@ -70,7 +32,6 @@ type Options struct {
 type Limiter struct {
 	rdb redis.UniversalClient
 	opt Options
-	hb  string // this gateway's heartbeat key
 
 	mu       sync.Mutex
 	tenants  map[string]*tenantCount
@@ -89,8 +50,8 @@ type tenantCount struct {
 
 // New returns a Limiter using rdb.
 func New(rdb redis.UniversalClient, opt Options) (*Limiter, error) {
-	if opt.GatewayID == "" {
-		return nil, errors.New("connlimit: GatewayID is required")
+	if opt.GatewayID == "" || strings.HasPrefix(opt.GatewayID, "hb:") {
+		return nil, errors.New("connlimit: GatewayID is required and must not start with \"hb:\"")
 	}
 	if opt.Prefix == "" {
 		opt.Prefix = "berth:"
@@ -104,10 +65,13 @@ func New(rdb redis.UniversalClient, opt Options) (*Limiter, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Limiter{rdb: rdb, opt: opt, hb: opt.Prefix + "gw:" + opt.GatewayID, tenants: map[string]*tenantCount{}}, nil
+	return &Limiter{rdb: rdb, opt: opt, tenants: map[string]*tenantCount{}}, nil
 }
 
-func (l *Limiter) hashKey(tenantID string) string { return l.opt.Prefix + "conns:" + tenantID }
+// hashKey is the tenant's hash; {tenantID} is its Cluster hash tag.
+func (l *Limiter) hashKey(tenantID string) string {
+	return l.opt.Prefix + "leases:{" + tenantID + "}"
+}
 
 func (l *Limiter) hashTTL() time.Duration { return 3 * l.opt.HeartbeatTTL }
 
@@ -136,7 +100,7 @@ func (l *Limiter) Start(ctx context.Context) {
 	}()
 }
 
-// Shutdown stops the heartbeat, removes this gateway's counts and heartbeat
+// Shutdown stops the heartbeat, removes this gateway's counts and heartbeats
 // from Redis (its remaining connections are about to be closed) and waits.
 func (l *Limiter) Shutdown(ctx context.Context) error {
 	if l.cancel == nil {
@@ -154,29 +118,25 @@ func (l *Limiter) Shutdown(ctx context.Context) error {
 		tenants = append(tenants, t)
 	}
 	l.mu.Unlock()
-	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	if len(tenants) == 0 {
+		return nil
+	}
+	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, t := range tenants {
-			p.HDel(ctx, l.hashKey(t), l.opt.GatewayID)
+			p.HDel(ctx, l.hashKey(t), l.opt.GatewayID, "hb:"+l.opt.GatewayID)
 		}
-		p.Del(ctx, l.hb)
 		return nil
 	})
 	return err
 }
 
-// Refresh writes the heartbeat and brings Redis up to date with this
-// gateway's counts: pending deltas normally, absolute counts after a lapse.
+// Refresh beats for every tenant this gateway holds connections for and
+// brings Redis up to date with its counts: pending deltas normally,
+// absolute counts after a lapse.
 func (l *Limiter) Refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, l.opt.Timeout)
 	defer cancel()
-	prev, err := l.rdb.SetArgs(ctx, l.hb, "1", redis.SetArgs{TTL: l.opt.HeartbeatTTL, Get: true}).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("connlimit: heartbeat: %w", err)
-	}
 	l.mu.Lock()
-	if prev == "" {
-		l.lapsed = true // first heartbeat, or it expired: others may have dropped our counts
-	}
 	if l.lapsed && l.inflight == 0 {
 		l.mu.Unlock()
 		return l.rewrite(ctx)
@@ -186,39 +146,68 @@ func (l *Limiter) Refresh(ctx context.Context) error {
 		d      int
 	}
 	var deltas []delta
-	var live []string // tenants whose hash must not expire while we hold connections
+	var live []string // tenants whose heartbeat and hash must not expire while we hold connections
+	var want []int    // per live tenant: its count in Redis if every write so far landed
+	seq := l.seq
 	for t, c := range l.tenants {
+		if c.held > 0 {
+			live = append(live, t)
+			want = append(want, c.held-c.pending)
+		}
 		if c.pending != 0 {
 			deltas = append(deltas, delta{t, c.pending})
 			c.pending = 0
 		} else if c.held == 0 {
 			delete(l.tenants, t)
 		}
-		if c.held > 0 {
-			live = append(live, t)
-		}
 	}
 	l.mu.Unlock()
 	if len(deltas) == 0 && len(live) == 0 {
 		return nil
 	}
+	hb, hashTTL := l.opt.HeartbeatTTL.Milliseconds(), l.hashTTL().Milliseconds()
+	var touches []*redis.Cmd
 	cmds, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, d := range deltas {
-			adjustScript.Eval(ctx, p, []string{l.hashKey(d.tenant)}, l.opt.GatewayID, d.d, l.hashTTL().Milliseconds())
-		}
+		// Touch before adjusting: a lapse must be seen before the
+		// adjustment beats again.
 		for _, t := range live {
-			p.PExpire(ctx, l.hashKey(t), l.hashTTL())
+			touches = append(touches, touchScript.Eval(ctx, p, []string{l.hashKey(t)}, l.opt.GatewayID, hb, hashTTL))
+		}
+		for _, d := range deltas {
+			adjustScript.Eval(ctx, p, []string{l.hashKey(d.tenant)}, l.opt.GatewayID, d.d, hb, hashTTL)
 		}
 		return nil
 	})
 	if err != nil {
 		l.mu.Lock()
 		for i, d := range deltas {
-			if i >= len(cmds) || cmds[i].Err() != nil {
+			if j := len(live) + i; j >= len(cmds) || cmds[j].Err() != nil {
 				l.tenantLocked(d.tenant).pending += d.d // try again next time
 			}
 		}
 		l.mu.Unlock()
+	}
+	// A lapse, or a count that differs from ours while nothing changed
+	// it meanwhile (writes lost in a Sentinel failover, say): write the
+	// absolute counts, now if nothing is in flight.
+	lapsed, differs := false, false
+	for i, c := range touches {
+		if r, err := c.Int64Slice(); err == nil && len(r) == 2 {
+			lapsed = lapsed || r[0] == 1
+			differs = differs || int(r[1]) != want[i]
+		}
+	}
+	l.mu.Lock()
+	quiet := l.inflight == 0
+	if lapsed || (differs && quiet && l.seq == seq) {
+		l.lapsed = true
+	}
+	rewrite := l.lapsed && quiet && err == nil
+	l.mu.Unlock()
+	if rewrite {
+		return l.rewrite(ctx)
+	}
+	if err != nil {
 		return fmt.Errorf("connlimit: refresh: %w", err)
 	}
 	return nil
@@ -235,14 +224,10 @@ func (l *Limiter) rewrite(ctx context.Context) error {
 		held[t] = c.held
 	}
 	l.mu.Unlock()
+	hb, hashTTL := l.opt.HeartbeatTTL.Milliseconds(), l.hashTTL().Milliseconds()
 	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for t, n := range held {
-			if n > 0 {
-				p.HSet(ctx, l.hashKey(t), l.opt.GatewayID, n)
-				p.PExpire(ctx, l.hashKey(t), l.hashTTL())
-			} else {
-				p.HDel(ctx, l.hashKey(t), l.opt.GatewayID)
-			}
+			setScript.Eval(ctx, p, []string{l.hashKey(t)}, l.opt.GatewayID, n, hb, hashTTL)
 		}
 		return nil
 	})
@@ -288,12 +273,15 @@ func (l *Limiter) Acquire(ctx context.Context, tenantID string, limit int) (*Lea
 	}
 	l.mu.Lock()
 	l.inflight++
+	var held int
+	if c, ok := l.tenants[tenantID]; ok {
+		held = c.held
+	}
 	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, l.opt.Timeout)
 	defer cancel()
-	res, err := admitScript.Run(ctx, l.rdb,
-		[]string{l.hashKey(tenantID), l.hb},
-		l.opt.GatewayID, limit, l.opt.Prefix+"gw:", l.opt.HeartbeatTTL.Milliseconds(), l.hashTTL().Milliseconds(),
+	res, err := admitScript.Run(ctx, l.rdb, []string{l.hashKey(tenantID)},
+		l.opt.GatewayID, limit, l.opt.HeartbeatTTL.Milliseconds(), l.hashTTL().Milliseconds(), held,
 	).Int64Slice()
 	if err == nil && len(res) != 2 {
 		err = fmt.Errorf("admit script returned %v", res)
@@ -332,7 +320,8 @@ func (ls *Lease) Release() {
 		l.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), l.opt.Timeout)
 		defer cancel()
-		err := adjustScript.Run(ctx, l.rdb, []string{l.hashKey(ls.tenant)}, l.opt.GatewayID, -1, l.hashTTL().Milliseconds()).Err()
+		err := adjustScript.Run(ctx, l.rdb, []string{l.hashKey(ls.tenant)},
+			l.opt.GatewayID, -1, l.opt.HeartbeatTTL.Milliseconds(), l.hashTTL().Milliseconds()).Err()
 		if err != nil {
 			l.opt.Logger.Warn("connlimit: release failed; the next refresh retries", "tenant_id", ls.tenant, "err", err)
 		}

@@ -53,6 +53,11 @@ func helperGateway() int {
 	select {} // until SIGKILL
 }
 
+// leaseKey is the tenant's hash as the Limiter names it.
+func leaseKey(rs testenv.RedisSpace, tenant string) string {
+	return rs.Prefix + "leases:{" + tenant + "}"
+}
+
 func newLimiter(t *testing.T, rs testenv.RedisSpace, gw string, ttl time.Duration) *Limiter {
 	t.Helper()
 	l, err := New(rs.Client, Options{GatewayID: gw, Prefix: rs.Prefix, HeartbeatTTL: ttl, Timeout: time.Second})
@@ -114,7 +119,7 @@ func TestLimitAcrossGateways(t *testing.T) {
 	if _, err := b.Acquire(ctx, "ten_a", limit); !errors.Is(err, ErrLimit) {
 		t.Fatalf("the freed slot was handed out twice: %v", err)
 	}
-	if got := rs.Client.HGetAll(ctx, rs.Prefix+"conns:ten_a").Val(); got["gw-a"] != "2" || got["gw-b"] != "3" {
+	if got := rs.Client.HGetAll(ctx, leaseKey(rs, "ten_a")).Val(); got["gw-a"] != "2" || got["gw-b"] != "3" {
 		t.Fatalf("Redis hash = %v, want gw-a 2, gw-b 3", got)
 	}
 	if a.Held("ten_a") != 2 || b.Held("ten_a") != 3 {
@@ -190,7 +195,7 @@ func TestConcurrentNeverOverLimit(t *testing.T) {
 		if admitted.Load() < limit {
 			t.Fatalf("only %d admissions in 1000 attempts", admitted.Load())
 		}
-		if n, _ := rs.Client.HLen(ctx, rs.Prefix+"conns:ten_churn").Result(); n != 0 {
+		if n, _ := rs.Client.HLen(ctx, leaseKey(rs, "ten_churn")).Result(); n != 0 {
 			t.Fatalf("hash has %d fields after every lease was released, want 0", n)
 		}
 	})
@@ -240,7 +245,7 @@ func TestKilledGatewaySlotsFreed(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // polling with a deadline
 	}
 	t.Logf("slots freed %v after SIGKILL (heartbeat TTL %v)", time.Since(killed).Round(time.Millisecond), ttl)
-	if got := rs.Client.HGet(ctx, rs.Prefix+"conns:ten_a", "gw-doomed").Err(); !errors.Is(got, redis.Nil) {
+	if got := rs.Client.HGet(ctx, leaseKey(rs, "ten_a"), "gw-doomed").Err(); !errors.Is(got, redis.Nil) {
 		t.Fatalf("dead gateway's field still in the hash: %v", got)
 	}
 }
@@ -303,16 +308,16 @@ func TestDegradedAdmissionsReachRedisLater(t *testing.T) {
 	if err := l.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := rs.Client.HGet(ctx, rs.Prefix+"conns:ten_a", "gw-a").Val(); got != "2" {
+	if got := rs.Client.HGet(ctx, leaseKey(rs, "ten_a"), "gw-a").Val(); got != "2" {
 		t.Fatalf("count in Redis after refresh = %q, want 2", got)
 	}
 	// After a lapse (our heartbeat expired and another gateway dropped our
 	// field) the refresh writes the absolute count back.
-	rs.Client.Del(ctx, rs.Prefix+"gw:gw-a", rs.Prefix+"conns:ten_a")
+	rs.Client.Del(ctx, leaseKey(rs, "ten_a"))
 	if err := l.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := rs.Client.HGet(ctx, rs.Prefix+"conns:ten_a", "gw-a").Val(); got != "2" {
+	if got := rs.Client.HGet(ctx, leaseKey(rs, "ten_a"), "gw-a").Val(); got != "2" {
 		t.Fatalf("count in Redis after a lapse = %q, want 2", got)
 	}
 	if _, err := l.Acquire(ctx, "ten_a", 2); !errors.Is(err, ErrLimit) {
@@ -344,7 +349,7 @@ func TestRefreshKeepsHeldTenantsAlive(t *testing.T) {
 	}
 	// A tenant whose connections just stay: no admissions, no releases.
 	// Its hash is about to expire; the heartbeat refresh must extend it.
-	key := rs.Prefix + "conns:ten_a"
+	key := leaseKey(rs, "ten_a")
 	rs.Client.PExpire(ctx, key, 50*time.Millisecond)
 	if err := l.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -354,5 +359,43 @@ func TestRefreshKeepsHeldTenantsAlive(t *testing.T) {
 	}
 	if got := rs.Client.HGet(ctx, key, "gw-a").Val(); got != "1" {
 		t.Fatalf("count = %q, want 1", got)
+	}
+}
+
+// TestRefreshRepairsLostWrites: a count in Redis that differs from what
+// this gateway holds while nothing is in flight (writes lost with a
+// Sentinel failover, which keeps the heartbeat) is rewritten by the next
+// refresh; so is a count dropped while the heartbeat had lapsed.
+func TestRefreshRepairsLostWrites(t *testing.T) {
+	rs := testenv.Redis(t)
+	ctx := context.Background()
+	l := newLimiter(t, rs, "gw-a", 10*time.Second)
+	for range 3 {
+		if _, err := l.Acquire(ctx, "ten_a", 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := leaseKey(rs, "ten_a")
+	for _, tc := range []struct {
+		name string
+		lose func()
+	}{
+		{"one admission lost, heartbeat kept", func() { rs.Client.HSet(ctx, key, "gw-a", 2) }},
+		{"count and heartbeat dropped", func() { rs.Client.HDel(ctx, key, "gw-a", "hb:gw-a") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.lose()
+			if err := l.Refresh(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := rs.Client.HGet(ctx, key, "gw-a").Val(); got != "3" {
+				t.Fatalf("count after the refresh = %q, want 3", got)
+			}
+			if ls, err := l.Acquire(ctx, "ten_a", 5); err != nil || ls.Count != 4 {
+				t.Fatalf("next admission = %+v, %v; want count 4", ls, err)
+			} else {
+				ls.Release()
+			}
+		})
 	}
 }

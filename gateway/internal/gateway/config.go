@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"berth.dev/broker/tracing"
+	"berth.dev/gateway/internal/redisconn"
 )
 
 // Config is the gateway's whole configuration. Defaults live in
@@ -28,9 +29,9 @@ type Config struct {
 	TenantDomain string
 
 	DatabaseURL string
-	RedisURL    string
-	RedisPrefix string // every Redis key starts with it
-	ProxySecret string // shared with the nodes; signs the PROXY header
+	Redis       redisconn.Config // one server by URL, Sentinel or Cluster
+	RedisPrefix string           // every Redis key starts with it
+	ProxySecret string           // shared with the nodes; signs the PROXY header
 	JWKSURL     string
 	Issuer      string
 	GatewayID   string
@@ -103,7 +104,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.TLSReloadCheck, "tls-reload-check", c.TLSReloadCheck, "how often to look for a new certificate on disk")
 	fs.StringVar(&c.TenantDomain, "tenant-domain", c.TenantDomain, "SNI <slug>.<domain> must match the token's tenant")
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "Postgres URL (env DATABASE_URL)")
-	fs.StringVar(&c.RedisURL, "redis-url", c.RedisURL, "Redis URL (env REDIS_URL)")
+	c.Redis.RegisterFlags(fs)
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", c.RedisPrefix, "prefix of every Redis key")
 	fs.StringVar(&c.ProxySecret, "proxy-secret", c.ProxySecret, "PROXY header HMAC secret shared with nodes (env BERTH_PROXY_SECRET)")
 	fs.StringVar(&c.JWKSURL, "jwks-url", c.JWKSURL, "the API's JWKS URL, e.g. http://api:8080/v1/.well-known/jwks.json")
@@ -172,7 +173,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	req(c.DatabaseURL, "-database-url (DATABASE_URL)")
-	req(c.RedisURL, "-redis-url (REDIS_URL)")
+	if err := c.Redis.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	req(c.JWKSURL, "-jwks-url")
 	req(c.GatewayID, "-gateway-id")
 	if len(c.ProxySecret) < 16 {

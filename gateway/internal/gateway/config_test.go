@@ -33,7 +33,7 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 		got, want any
 	}{
 		{"env fills an unset flag", cfg.DatabaseURL, "postgres://env/db"},
-		{"a flag beats the environment", cfg.RedisURL, "redis://flag:6379/1"},
+		{"a flag beats the environment", cfg.Redis.URL, "redis://flag:6379/1"},
 		{"secret from BERTH_PROXY_SECRET", cfg.ProxySecret, "0123456789abcdef0123"},
 		{"BERTH_<FLAG> for the rest", cfg.PerIPRate, 7.5},
 		{"pending cap from BERTH_MAX_PENDING_PER_IP", cfg.MaxPendingPerIP, 12},
@@ -76,7 +76,7 @@ func TestConfigEnvBadValue(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	valid := func() Config {
 		c := DefaultConfig()
-		c.DatabaseURL, c.RedisURL, c.JWKSURL, c.ProxySecret = "postgres://x", "redis://x", "http://x", "0123456789abcdef"
+		c.DatabaseURL, c.Redis.URL, c.JWKSURL, c.ProxySecret = "postgres://x", "redis://x", "http://x", "0123456789abcdef"
 		return c
 	}
 	tests := []struct {

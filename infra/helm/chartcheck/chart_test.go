@@ -14,9 +14,12 @@ import (
 const (
 	chartDir   = "../berth"
 	prodValues = "../berth/ci/prod-values.yaml"
-	release    = "berth"
-	namespace  = "berth"
-	helmPinned = "v3.22.0" // infra/dev/helm.sh
+	// The production-like file with Redis behind Sentinel, or a Redis Cluster.
+	sentinelValues = "../berth/ci/redis-sentinel-values.yaml"
+	clusterValues  = "../berth/ci/redis-cluster-values.yaml"
+	release        = "berth"
+	namespace      = "berth"
+	helmPinned     = "v3.22.0" // infra/dev/helm.sh
 	// kubeVersion is the cluster version rendered for: helm template
 	// otherwise assumes v1.20, below the chart's kubeVersion (>= 1.30, for
 	// the preStop sleep action).
@@ -33,12 +36,15 @@ type renderCase struct {
 
 // renderCases: the default values (with the one required value), the
 // production-like file, that file where the Prometheus Operator's API
-// exists, and the trial mode.
+// exists, that file with Redis Sentinel and with Redis Cluster, and the
+// trial mode.
 func renderCases() []renderCase {
 	return []renderCase{
 		{name: "default", args: []string{"--set", "image.tag=0.1.0"}},
 		{name: "prod", args: []string{"-f", prodValues}},
 		{name: "prod-monitoring", args: []string{"-f", prodValues, "--api-versions", "monitoring.coreos.com/v1"}},
+		{name: "redis-sentinel", args: []string{"-f", prodValues, "-f", sentinelValues}},
+		{name: "redis-cluster", args: []string{"-f", prodValues, "-f", clusterValues}},
 		{name: "trial", bundled: true, args: []string{"--set", "image.tag=0.1.0",
 			"--set", "database.bundled.enabled=true", "--set", "redis.bundled.enabled=true"}},
 	}

@@ -92,7 +92,7 @@ func checkContainer(t *testing.T, w workload, ps corev1.PodSpec, c corev1.Contai
 
 // secretFlags name the command-line flags that would carry a secret.
 var secretFlags = []string{"-proxy-secret", "-node-token", "-key-encryption-key", "-stripe-key",
-	"-stripe-webhook-secret", "-password", "-database-url", "-redis-url"}
+	"-stripe-webhook-secret", "-password", "-database-url", "-redis-url", "-redis-password", "-redis-sentinel-password"}
 
 // secretEnv matches the environment variables that carry secrets.
 var secretEnv = regexp.MustCompile(`SECRET|TOKEN|KEY|PASSWORD|^DATABASE_URL$|^REDIS_URL$`)

@@ -38,10 +38,12 @@ func TestRenderStrict(t *testing.T) {
 }
 
 // TestLint runs helm lint --strict on the default values (with the one
-// required value) and on the production-like file.
+// required value), on the production-like file, and on that file with
+// Redis Sentinel and with Redis Cluster.
 func TestLint(t *testing.T) {
 	h := newHelm(t)
-	for _, args := range [][]string{{"--set", "image.tag=0.1.0"}, {"-f", prodValues}} {
+	for _, args := range [][]string{{"--set", "image.tag=0.1.0"}, {"-f", prodValues},
+		{"-f", prodValues, "-f", sentinelValues}, {"-f", prodValues, "-f", clusterValues}} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		out, err := h.Run(ctx, append([]string{"lint", "--strict", chartDir}, args...)...)
 		cancel()
@@ -71,6 +73,14 @@ func TestRefusals(t *testing.T) {
 		{"writable root fs", append(tag, "--set", "securityContext.readOnlyRootFilesystem=false"), "readOnlyRootFilesystem"},
 		{"TLS without its Secret", append(tag, "--set", "gateway.tls.enabled=true"), "gateway.tls.secretName is required"},
 		{"unknown value", append(tag, "--set", "gatway.replicas=3"), "additional properties 'gatway' not allowed"},
+		{"unknown Redis mode", append(tag, "--set", "redis.mode=replicated"), "redis/mode"},
+		{"Redis password in clear", append(tag, "--set", "redis.mode=cluster", "--set", "redis.addrs={r:6379}", "--set", "redis.password=hunter2"), "additional properties 'password' not allowed"},
+		{"Redis password Secret without a key", append(tag, "--set", "redis.mode=cluster", "--set", "redis.addrs={r:6379}", "--set", "redis.passwordSecret.name=berth-redis"), "redis/passwordSecret"},
+		{"sentinel without a master name", append(tag, "--set", "redis.mode=sentinel", "--set", "redis.addrs={s:26379}"), "redis.masterName is required"},
+		{"cluster without addrs", append(tag, "--set", "redis.mode=cluster"), "redis.addrs is required with redis.mode=cluster"},
+		{"Redis address without a port", append(tag, "--set", "redis.mode=cluster", "--set", "redis.addrs={r}"), "redis/addrs/0"},
+		{"addrs in url mode", append(tag, "--set", "redis.addrs={r:6379}"), "for redis.mode=sentinel or cluster"},
+		{"bundled Redis behind Sentinel", append(tag, "--set", "redis.bundled.enabled=true", "--set", "redis.mode=sentinel", "--set", "redis.masterName=m", "--set", "redis.addrs={s:26379}"), "redis.bundled.enabled needs redis.mode=url"},
 		{"bundled image latest", append(tag, "--set", "database.bundled.enabled=true", "--set", "database.bundled.image.tag=latest"), "database/bundled/image/tag"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

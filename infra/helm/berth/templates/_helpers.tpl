@@ -71,13 +71,63 @@ password from its Secret (expanded by Kubernetes, never written here). */}}
 {{- end }}
 {{- end -}}
 
+{{/* The gateway's Redis: REDIS_URL (url mode, or the bundled server), or
+the Sentinel/Cluster passwords; every secret from its Secret. */}}
 {{- define "berth.redisEnv" -}}
-{{- if .Values.redis.bundled.enabled }}
-{{ include "berth.secretEnv" (list "BERTH_BUNDLED_REDIS_PASSWORD" .Values.redis.bundled.passwordSecret) }}
+{{- $r := .Values.redis -}}
+{{- include "berth.redisCheck" . -}}
+{{- if $r.bundled.enabled }}
+{{ include "berth.secretEnv" (list "BERTH_BUNDLED_REDIS_PASSWORD" $r.bundled.passwordSecret) }}
 - name: REDIS_URL
   value: "redis://:$(BERTH_BUNDLED_REDIS_PASSWORD)@{{ include "berth.name" (list . "redis") }}:6379/0"
+{{- else if eq $r.mode "url" }}
+{{ include "berth.secretEnv" (list "REDIS_URL" $r.urlSecret) }}
 {{- else }}
-{{ include "berth.secretEnv" (list "REDIS_URL" .Values.redis.urlSecret) }}
+{{- with $r.passwordSecret }}
+{{ include "berth.secretEnv" (list "BERTH_REDIS_PASSWORD" .) }}
+{{- end }}
+{{- with $r.sentinelPasswordSecret }}
+{{ include "berth.secretEnv" (list "BERTH_REDIS_SENTINEL_PASSWORD" .) }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The gateway's Redis topology flags (sentinel and cluster modes). */}}
+{{- define "berth.redisArgs" -}}
+{{- $r := .Values.redis -}}
+{{- if and (not $r.bundled.enabled) (ne $r.mode "url") }}
+{{- if eq $r.mode "sentinel" }}
+- -redis-sentinel-master={{ $r.masterName }}
+{{- else }}
+- -redis-cluster
+{{- end }}
+- -redis-addrs={{ join "," $r.addrs }}
+{{- with $r.username }}
+- -redis-username={{ . }}
+{{- end }}
+{{- if $r.tls }}
+- -redis-tls
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* Values that only make sense together. */}}
+{{- define "berth.redisCheck" -}}
+{{- $r := .Values.redis -}}
+{{- if and $r.bundled.enabled (ne $r.mode "url") }}
+{{- fail "redis.bundled.enabled needs redis.mode=url (the bundled Redis is one server)" }}
+{{- end }}
+{{- if and (eq $r.mode "sentinel") (not $r.masterName) }}
+{{- fail "redis.masterName is required with redis.mode=sentinel" }}
+{{- end }}
+{{- if and (ne $r.mode "url") (not $r.addrs) }}
+{{- fail (printf "redis.addrs is required with redis.mode=%s" $r.mode) }}
+{{- end }}
+{{- if and (eq $r.mode "url") (or $r.addrs $r.masterName $r.passwordSecret $r.sentinelPasswordSecret) }}
+{{- fail "redis.addrs, masterName and the password Secrets are for redis.mode=sentinel or cluster; in url mode the URL carries the password" }}
+{{- end }}
+{{- if and (eq $r.mode "cluster") (or $r.masterName $r.sentinelPasswordSecret) }}
+{{- fail "redis.masterName and sentinelPasswordSecret are for redis.mode=sentinel" }}
 {{- end }}
 {{- end -}}
 
