@@ -51,6 +51,14 @@ type Config struct {
 	IdleTimeout    time.Duration // node: a tenant shard without connections closes after this
 	OTLPEndpoint   string        // node: OTLP/HTTP collector for message-path spans
 	TraceCap       int           // node: traced messages per tenant per second, at most
+	// Node replication (issue #17): -peers id=host:port[@zone],... makes
+	// every tenant a Raft group over -replicas nodes (see parsePeers).
+	Peers          string
+	PeerListen     string
+	PeerSecret     string // never logged; prefer BERTH_PEER_SECRET or -peer-secret-file
+	PeerSecretFile string
+	Zone           string
+	Replicas       int
 
 	ShowVersion bool // -version: print the version and revision, and exit
 }
@@ -77,6 +85,8 @@ func defaultConfig() Config {
 		Issuer:         "berth",
 		IdleTimeout:    10 * time.Minute,
 		TraceCap:       100,
+		PeerListen:     ":7881",
+		Replicas:       3,
 	}
 }
 
@@ -132,6 +142,12 @@ Flags:
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "node: close a tenant's shard after this long without connections")
 	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", cfg.OTLPEndpoint, "node: OTLP/HTTP collector base URL for message-path spans, e.g. http://collector:4318 (also OTEL_EXPORTER_OTLP_ENDPOINT); spans go to Postgres either way")
 	fs.IntVar(&cfg.TraceCap, "trace-cap", cfg.TraceCap, "node: most messages traced per tenant per second (sampled by rate or by a device's traceparent)")
+	fs.StringVar(&cfg.Peers, "peers", cfg.Peers, "node: the other nodes of a replicated cluster, id=host:port[@zone],... (their -node-id and -peer-listen); set, every tenant is replicated by its own Raft group")
+	fs.StringVar(&cfg.PeerListen, "peer-listen", cfg.PeerListen, "node: with -peers, the Raft peer transport's listen address")
+	fs.StringVar(&cfg.PeerSecret, "peer-secret", cfg.PeerSecret, "node: with -peers, the cluster secret authenticating peers, at least 16 bytes (prefer BERTH_PEER_SECRET or -peer-secret-file)")
+	fs.StringVar(&cfg.PeerSecretFile, "peer-secret-file", cfg.PeerSecretFile, "node: with -peers, a file holding the cluster secret (trailing newline ignored)")
+	fs.StringVar(&cfg.Zone, "zone", cfg.Zone, "node: this node's failure domain; a tenant's replicas go to distinct zones first")
+	fs.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "node: with -peers, the replicas (Raft voters) of every tenant, at most the cluster's size")
 	fs.BoolVar(&cfg.ShowVersion, "version", false, "print the version and revision, and exit")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -161,6 +177,13 @@ Flags:
 	}
 	if err := errors.Join(errs...); err != nil {
 		return cfg, err
+	}
+	if cfg.PeerSecret == "" && cfg.PeerSecretFile != "" {
+		b, err := os.ReadFile(cfg.PeerSecretFile)
+		if err != nil {
+			return cfg, fmt.Errorf("config: -peer-secret-file: %w", err)
+		}
+		cfg.PeerSecret = strings.TrimRight(string(b), "\r\n")
 	}
 	return cfg, cfg.Validate()
 }

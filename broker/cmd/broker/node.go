@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strings"
 
 	"berth.dev/broker/internal/node"
 	"berth.dev/broker/internal/wal"
@@ -13,6 +15,7 @@ import (
 // nodeConfig is the node's part of Config.
 func (c Config) nodeConfig(log *slog.Logger) node.Config {
 	policy, _ := wal.ParsePolicy(c.Fsync) // checked by validateNode
+	peers, _ := parsePeers(c.Peers)       // checked by validateNode
 	return node.Config{
 		DataDir:        c.DataDir,
 		Fsync:          policy,
@@ -32,8 +35,34 @@ func (c Config) nodeConfig(log *slog.Logger) node.Config {
 		IdleTimeout:    c.IdleTimeout,
 		OTLPEndpoint:   c.OTLPEndpoint,
 		TraceCap:       c.TraceCap,
+		Peers:          peers,
+		PeerListen:     c.PeerListen,
+		PeerSecret:     []byte(c.PeerSecret),
+		Zone:           c.Zone,
+		Replicas:       c.Replicas,
 		Logger:         log,
 	}
+}
+
+// parsePeers reads -peers: id=host:port[@zone], comma-separated.
+func parsePeers(s string) ([]node.Peer, error) {
+	var out []node.Peer
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(item, "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("config: -peers: %q is not id=host:port[@zone]", item)
+		}
+		addr, zone, _ := strings.Cut(addr, "@")
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("config: -peers: %q: %w", item, err)
+		}
+		out = append(out, node.Peer{ID: id, Addr: addr, Zone: zone})
+	}
+	return out, nil
 }
 
 // validateNode checks the node-mode configuration.
@@ -43,6 +72,9 @@ func (c Config) validateNode() error {
 	}
 	if _, err := wal.ParsePolicy(c.Fsync); err != nil {
 		return fmt.Errorf("config: -fsync: %w", err)
+	}
+	if _, err := parsePeers(c.Peers); err != nil {
+		return err
 	}
 	cfg := c.nodeConfig(nil)
 	return cfg.Validate()

@@ -81,6 +81,23 @@ type Config struct {
 	// traceparent; default 100.
 	TraceCap int
 
+	// Peers, when set, replicate every tenant across the cluster (this node
+	// and its peers) with one Raft group per tenant (replication.go); a
+	// DataDir is then required. PeerListen is this node's peer transport
+	// address, PeerSecret the cluster secret authenticating it (at least
+	// 16 bytes), Zone this node's failure domain, Replicas the voters per
+	// tenant (default 3, at most the cluster's size), RaftTick the raft
+	// tick (default 100 ms; elections take 10–20 ticks) and ProposeTimeout
+	// how long a leader waits for a commit before it stops serving
+	// (default 5 s).
+	Peers          []Peer
+	PeerListen     string
+	PeerSecret     []byte
+	Zone           string
+	Replicas       int
+	RaftTick       time.Duration
+	ProposeTimeout time.Duration
+
 	HeaderTimeout     time.Duration // for the PROXY header; default 5 s
 	UsageInterval     time.Duration // usage flush period; default 10 s
 	HeartbeatInterval time.Duration // default 10 s
@@ -113,6 +130,15 @@ func (c *Config) setDefaults() {
 	if c.TraceCap <= 0 {
 		c.TraceCap = msgtrace.DefaultCap
 	}
+	if c.Replicas <= 0 {
+		c.Replicas = 3
+	}
+	if c.RaftTick <= 0 {
+		c.RaftTick = 100 * time.Millisecond
+	}
+	if c.ProposeTimeout <= 0 {
+		c.ProposeTimeout = 5 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -142,6 +168,32 @@ func (c *Config) Validate() error {
 		if _, err := tracing.TracesURL(c.OTLPEndpoint); err != nil {
 			return fmt.Errorf("%w: %v", ErrConfig, err)
 		}
+	}
+	return c.validatePeers()
+}
+
+// validatePeers checks the replication settings.
+func (c *Config) validatePeers() error {
+	if len(c.Peers) == 0 {
+		return nil
+	}
+	switch {
+	case c.DataDir == "":
+		return fmt.Errorf("%w: replication (peers) needs a data directory", ErrConfig)
+	case c.PeerListen == "":
+		return fmt.Errorf("%w: replication (peers) needs a peer listen address", ErrConfig)
+	case len(c.PeerSecret) < 16:
+		return fmt.Errorf("%w: the peer secret must be at least 16 bytes", ErrConfig)
+	}
+	seen := map[uint64]string{RaftID(c.ID): c.ID}
+	for _, p := range c.Peers {
+		if p.ID == "" || p.Addr == "" {
+			return fmt.Errorf("%w: a peer needs an id and an address", ErrConfig)
+		}
+		if other, dup := seen[RaftID(p.ID)]; dup {
+			return fmt.Errorf("%w: peer %q given twice (or as this node, %q)", ErrConfig, p.ID, other)
+		}
+		seen[RaftID(p.ID)] = p.ID
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"time"
+
+	"berth.dev/broker/packet"
 )
 
 // Idle tenants. A tenant's shard that has had no holder (connection being
@@ -51,16 +53,16 @@ func (n *Node) closeIdle(now time.Time) {
 	}
 	n.mu.Unlock()
 	for _, t := range idle {
-		n.closeTenant(t)
+		n.closeTenant(t, packet.ErrServerShuttingDown)
 	}
 }
 
-// closeTenant shuts down an idle tenant's shard, closes its store and
-// lets waiting openers go on.
-func (n *Node) closeTenant(t *tenant) {
+// closeTenant shuts down an idle tenant's shard (MQTT 5 clients told
+// reason), closes its store and lets waiting openers go on.
+func (n *Node) closeTenant(t *tenant, reason packet.ReasonCode) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := t.sh.Shutdown(ctx); err != nil {
+	if err := t.sh.ShutdownWith(ctx, reason); err != nil {
 		n.log.Warn("closing idle tenant shard", "tenant_id", t.id, "err", err)
 	}
 	t.sample() // its last counters into usage

@@ -55,6 +55,8 @@ type Node struct {
 
 	revoked revoked
 
+	repl *replicas // nil without Config.Peers (replication.go)
+
 	metricsOnce  sync.Once // metrics.go
 	metricsState *nodeMetrics
 
@@ -172,6 +174,13 @@ func (n *Node) Start(ctx context.Context) error {
 			n.log.Error("tenant deletion listener stopped", "err", err)
 		}
 	})
+	if len(n.cfg.Peers) > 0 {
+		if err := n.startReplication(ctx); err != nil {
+			n.cancel()
+			n.abort()
+			return err
+		}
+	}
 	n.goBackground(n.closeIdleLoop)
 	n.goBackground(n.acceptLoop)
 	n.log.Info("node up", "node_id", n.cfg.ID, "mqtt", mqttAddr, "admin", adminAddr)
@@ -277,6 +286,11 @@ func (n *Node) shutdown(ctx context.Context) error {
 			if err := t.store.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("tenant %s: closing storage: %w", t.id, err))
 			}
+		}
+	}
+	if n.repl != nil {
+		if err := n.repl.close(); err != nil {
+			errs = append(errs, fmt.Errorf("node: replication: %w", err))
 		}
 	}
 	if err := n.admin.Shutdown(ctx); err != nil {

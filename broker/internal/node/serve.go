@@ -61,6 +61,13 @@ func (n *Node) serve(c net.Conn) {
 	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 	t, err := n.tenant(ctx, info.TenantID)
 	cancel()
+	if errors.Is(err, errNotLeader) || errors.Is(err, errNotVoter) {
+		// Replicated, and not served here: the gateway tries the leader
+		// (docs/replication.md). CONNACK 0x9C (3.1.1: 3).
+		n.log.Info("refused connection: tenant led elsewhere", "tenant_id", info.TenantID, "err", err)
+		n.refuseConnect(c, packet.ErrUseAnotherServer)
+		return
+	}
 	if errors.Is(err, errTenantDeleted) {
 		// A gateway that has not heard of the deletion yet: answer
 		// CONNACK 0x87 (3.1.1: 5) as it would.

@@ -25,6 +25,7 @@ type tenant struct {
 	limits *tenantLimits
 	traces *msgtrace.Sampler // its rate follows the tenant's trace_sample_rate
 	store  *store.WAL        // nil without a data directory; closed after the shard
+	shared *store.WAL        // replicated: the group's store, which outlives the shard (replication.go)
 
 	// Guarded by Node.mu: holders (connections being served, admin calls)
 	// and since when there have been none; drained, when set, is closed
@@ -207,8 +208,17 @@ func (n *Node) openTenant(ctx context.Context, id string) (*tenant, error) {
 	opts.Latency = shard.Latency{Delivery: &u.Latency.Delivery, Ack: &u.Latency.Ack, Connect: &u.Latency.Connect}
 	sampler := msgtrace.NewSampler(n.quotas.TraceSampleRate(id), float64(n.cfg.TraceCap))
 	opts.Tracing = shard.Tracing{TenantID: id, Sampler: sampler, Sink: n.spans}
-	var st *store.WAL
-	if n.cfg.DataDir != "" {
+	var st, shared *store.WAL
+	if n.repl != nil {
+		// The store is the tenant's replicated log's, open while this
+		// node holds a replica: not the shard's to close.
+		l, err := n.repl.serving(id)
+		if err != nil {
+			return nil, err
+		}
+		shared = l.Store()
+		opts.Store, opts.MessageLog, opts.Replication = shared, shared.Messages(), l
+	} else if n.cfg.DataDir != "" {
 		if st, err = store.OpenTenant(n.cfg.DataDir, id, store.WALOptions{
 			Fsync: n.cfg.Fsync, FsyncInterval: n.cfg.FsyncInterval, Logger: opts.Logger,
 			SegmentBytes: segmentBytes(q.RetentionBytes), OnFsync: n.metrics().observeFsync,
@@ -225,7 +235,7 @@ func (n *Node) openTenant(ctx context.Context, id string) (*tenant, error) {
 		return nil, fmt.Errorf("node: start shard for %s: %w", id, err)
 	}
 	n.purgeRevoked(id, sh)
-	t := &tenant{id: id, sh: sh, store: st, usage: u, traces: sampler, limits: newTenantLimits(q, monthUsed), conns: make(map[string]map[net.Conn]*shard.Traffic), refs: 1}
+	t := &tenant{id: id, sh: sh, store: st, shared: shared, usage: u, traces: sampler, limits: newTenantLimits(q, monthUsed), conns: make(map[string]map[net.Conn]*shard.Traffic), refs: 1}
 	n.tenants[id] = t
 	// Registered first: a rule change from now on finds the tenant, and
 	// one before it is in what the store holds.
@@ -291,10 +301,13 @@ func (t *tenant) connectionTime(now time.Time) time.Duration {
 // storedBytes is the size of the tenant's logs on this node's disk (0
 // without a data directory).
 func (t *tenant) storedBytes() int64 {
-	if t.store == nil {
-		return 0
+	switch {
+	case t.store != nil:
+		return t.store.Size()
+	case t.shared != nil:
+		return t.shared.Size()
 	}
-	return t.store.Size()
+	return 0
 }
 
 // closeCredential ends every live connection of a revoked credential (MQTT

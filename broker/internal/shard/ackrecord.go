@@ -63,7 +63,7 @@ func (c *conn) logAcked() {
 	bp := keyBufs.Get().(*[]byte)
 	key := store.AppendStateKey((*bp)[:0], store.StateAcked, c.sess.clientID)
 	rec := store.AppendAcked(key, offs)
-	_, err := c.shard.log.Append(rec[:len(key):len(key)], rec[len(key):], 1)
+	_, err := c.shard.app.Append(rec[:len(key):len(key)], rec[len(key):], 1)
 	*bp = rec
 	keyBufs.Put(bp)
 	if err != nil {

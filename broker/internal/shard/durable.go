@@ -9,7 +9,6 @@ import (
 	"berth.dev/broker/internal/msgtrace"
 	"berth.dev/broker/internal/store"
 	"berth.dev/broker/internal/topic"
-	"berth.dev/broker/internal/wal"
 	"berth.dev/broker/packet"
 )
 
@@ -60,7 +59,7 @@ func (c *conn) ackPublish(m *message, qos byte, id uint16, code packet.ReasonCod
 	if qos == 2 {
 		sess.awaitingRel[id] = m.off // as appendLocked set it, or 0 when not logged
 	}
-	always := s.log != nil && s.log.Policy() == wal.SyncAlways
+	always := s.syncAcks
 	if !always || (m.off == 0 && len(c.pendingAcks) == 0) {
 		c.sendAckLocked(t, id, code) // [MQTT-4.3.2-4]
 		sess.mu.Unlock()
@@ -121,8 +120,8 @@ func (s *Shard) ackLoop() {
 			clear(a.conns)
 			a.list = list
 			a.mu.Unlock()
-			err := s.log.WaitDurable(target)
-			durable := s.log.Durable()
+			err := s.app.WaitDurable(target)
+			durable := s.app.Durable()
 			for _, c := range list {
 				c.releaseAcks(durable, err)
 			}
@@ -149,7 +148,7 @@ func (c *conn) releaseAcks(durable uint64, err error) {
 		c.pendingAcks = c.pendingAcks[:0]
 		sess.mu.Unlock()
 		c.logger().Error("message log fsync failed; closing the connection unacknowledged", "err", err)
-		c.kick(packet.ErrUnspecified)
+		c.kick(c.shard.unloggedCode())
 		return
 	}
 	i := 0
@@ -217,7 +216,7 @@ const fullCheckpointEvery = 10
 func (s *Shard) checkpoint(full bool) {
 	var moved []*session
 	s.mu.Lock()
-	next := s.log.NextOffset()
+	next := s.nextOffset()
 	if !full {
 		for c, attached := range s.conns {
 			if sess := c.sess; attached && sess != nil {
@@ -285,11 +284,11 @@ func (s *Shard) saveCursors(list []*session) {
 		}
 		return
 	}
-	if s.log != nil && s.log.Policy() == wal.SyncAlways {
+	if s.syncAcks {
 		// The positions saved point into the message log: what lies
 		// below them is durable before they are (QoS 2 state, qos2.go).
-		if n := s.log.NextOffset(); n > 0 {
-			_ = s.log.WaitDurable(n - 1)
+		if n := s.app.NextOffset(); n > 0 {
+			_ = s.app.WaitDurable(n - 1)
 		}
 	}
 	s.saveMu.Lock()

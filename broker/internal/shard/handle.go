@@ -345,7 +345,9 @@ func (c *conn) handleSubscribe(p *packet.Subscribe) error {
 			sendRetained = append(sendRetained, retainedReq{filter, opts})
 		}
 	}
-	c.persistSubscriptions() // durable before the SUBACK
+	if err := c.persistSubscriptions(); err != nil { // durable before the SUBACK
+		return err
+	}
 	ack := packet.Suback{PacketID: p.PacketID, Reasons: reasons}
 	sess.mu.Lock()
 	c.sendLocked(&ack) // [MQTT-3.8.4-1]
@@ -417,7 +419,9 @@ func (c *conn) handleUnsubscribe(p *packet.Unsubscribe) error {
 			ack.Reasons[i] = packet.CodeNoSubscriptionExisted
 		}
 	}
-	c.persistSubscriptions()
+	if err := c.persistSubscriptions(); err != nil {
+		return err
+	}
 	c.send(&ack) // [MQTT-3.10.4-4]
 	return nil
 }

@@ -26,6 +26,11 @@ type Options struct {
 	// wal.SyncAlways a PUBACK/PUBREC goes out only once its record is
 	// fsynced. The caller closes it, after Shutdown.
 	MessageLog *wal.Log
+	// Replication, with a MessageLog, replicates the message log through
+	// the tenant's Raft group (see Replication); the Store is then
+	// replicated too (store.WAL.Replicate). Acknowledgements wait for a
+	// quorum's commit whatever the log's fsync policy.
+	Replication Replication
 	// CheckpointInterval is how often sessions' log cursors are saved and
 	// message-log segments no session needs are deleted. Default 1 s.
 	CheckpointInterval time.Duration

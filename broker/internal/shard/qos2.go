@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"berth.dev/broker/internal/store"
-	"berth.dev/broker/internal/wal"
 	"berth.dev/broker/packet"
 )
 
@@ -70,7 +69,7 @@ func (s *Shard) appendState(kind byte, clientID string, id uint16) (uint64, erro
 	bp := keyBufs.Get().(*[]byte)
 	key := store.AppendStateKey((*bp)[:0], kind, clientID)
 	var pl [2]byte
-	off, err := s.log.Append(key, store.AppendPacketID(pl[:0], id), 1)
+	off, err := s.app.Append(key, store.AppendPacketID(pl[:0], id), 1)
 	*bp = key
 	keyBufs.Put(bp)
 	return off, err
@@ -84,7 +83,7 @@ func (s *Shard) appendState(kind byte, clientID string, id uint16) (uint64, erro
 func (c *conn) logQoS2Locked(kind byte, id uint16, t packet.Type, code packet.ReasonCode) (parked bool, err error) {
 	s, sess := c.shard, c.sess
 	off, err := c.appendQoS2Locked(kind, id)
-	always := s.log.Policy() == wal.SyncAlways
+	always := s.syncAcks
 	if err != nil {
 		if always {
 			return false, fmt.Errorf("%w: %w", packet.ErrUnspecified, err)
@@ -187,9 +186,9 @@ func (c *conn) logSentLocked() {
 	}
 	s := c.shard
 	w.sentKey = store.AppendStateKey(w.sentKey[:0], store.StateOutSent, c.sess.clientID)
-	off, err := s.log.Append(w.sentKey, w.sent, 1)
+	off, err := s.app.Append(w.sentKey, w.sent, 1)
 	w.sent = w.sent[:0]
-	if s.log.Policy() != wal.SyncAlways {
+	if !s.syncAcks {
 		if err != nil {
 			c.logger().Error("appending a QoS 2 state record", "err", err)
 		}
@@ -221,18 +220,19 @@ func (c *conn) awaitSent() bool {
 	at, err := w.syncAt, w.sentErr
 	w.syncAt, w.sentErr = 0, nil
 	if err == nil {
-		err = c.shard.log.WaitDurable(at - 1)
+		err = c.shard.app.WaitDurable(at - 1)
 	}
 	if err == nil {
 		return true
 	}
 	c.logger().Error("QoS 2 state record not durable; closing the connection", "err", err)
+	code := c.shard.unloggedCode()
 	w.vec = w.vec[:0]
 	for i := range w.files {
 		w.files[i].loc.Release()
 	}
 	clear(w.files)
 	w.files = w.files[:0]
-	c.kick(packet.ErrUnspecified)
+	c.kick(code)
 	return false
 }

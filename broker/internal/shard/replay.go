@@ -107,7 +107,7 @@ func (c *conn) subscribeFilter(filter string, opts topic.Options, rq *replayReq)
 	if _, err := one.Subscribe(1, filter, opts); err != nil {
 		return existed, nil
 	}
-	rq.filters = append(rq.filters, replayFilter{tree: one, opts: opts, end: s.log.NextOffset()})
+	rq.filters = append(rq.filters, replayFilter{tree: one, opts: opts, end: s.nextOffset()})
 	if !rq.held {
 		rq.held = true
 		sess.mu.Lock()
@@ -153,6 +153,9 @@ func (s *Shard) collectReplay(rq *replayReq) ([]storedEntry, error) {
 	}
 	if rq.from >= end {
 		return nil, nil
+	}
+	if err := s.waitReadable(end - 1); err != nil {
+		return nil, err
 	}
 	r, err := s.log.ReadFrom(rq.from)
 	if err != nil {
@@ -213,22 +216,26 @@ func (s *Shard) collectReplay(rq *replayReq) ([]storedEntry, error) {
 // persistSubscriptions saves a persistent session after its subscriptions
 // changed, so that under wal.SyncAlways a SUBACK means the subscription
 // survives a crash.
-func (c *conn) persistSubscriptions() {
+func (c *conn) persistSubscriptions() error {
 	s, sess := c.shard, c.sess
 	sess.mu.Lock()
 	persistent := sess.expiry != 0
 	sess.mu.Unlock()
 	if !persistent {
-		return
+		return nil
 	}
 	if s.log != nil {
 		// Messages logged before now are not for the new subscriptions:
 		// move the cursor up to what is still pending.
 		s.mu.Lock()
 		sess.mu.Lock()
-		sess.cursor = sess.cursorLocked(s.log.NextOffset())
+		sess.cursor = sess.cursorLocked(s.nextOffset())
 		sess.mu.Unlock()
 		s.mu.Unlock()
 	}
-	s.saveSession(sess)
+	if err := s.saveSession(sess); err != nil && s.opts.Replication != nil {
+		// Not committed by the tenant's group: no SUBACK/UNSUBACK.
+		return fmt.Errorf("%w: %w", errNotServing, err)
+	}
+	return nil
 }

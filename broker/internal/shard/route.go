@@ -177,8 +177,8 @@ func (s *Shard) detach(c *conn, sendWill bool) {
 	}
 	if s.log != nil && expiry != 0 {
 		sess.toStoredLocked()
-		sess.cursor = sess.cursorLocked(s.log.NextOffset()) // s.mu is held
-		sess.moveQ2posLocked(s.log.NextOffset())
+		sess.cursor = sess.cursorLocked(s.nextOffset()) // s.mu is held
+		sess.moveQ2posLocked(s.nextOffset())
 	}
 	sess.ownMessagesLocked()
 	if expiry != 0 && expiry != neverExpires && !s.closing {

@@ -28,9 +28,11 @@ type Shard struct {
 	tree     *topic.Tree
 	retained *topic.Retained[*message]
 	store    store.Store
-	ownStore bool       // created by New, so closed by Shutdown
-	log      *wal.Log   // the message log; nil keeps messages in memory only
-	saveMu   sync.Mutex // orders session records written to the store
+	ownStore bool        // created by New, so closed by Shutdown
+	log      *wal.Log    // the message log; nil keeps messages in memory only
+	app      logAppender // where message-log records go (replication.go); nil without a log
+	syncAcks bool        // acknowledgements wait for app.WaitDurable
+	saveMu   sync.Mutex  // orders session records written to the store
 	acks     ackSyncer
 	started  time.Time
 	stats    counters
@@ -97,6 +99,7 @@ func New(opts Options) *Shard {
 	s.caps.maxExpiry.Store(opts.MaxSessionExpiry)
 	s.SetRetention(opts.Retention)
 	s.acks.init()
+	s.setAppender()
 	s.load()
 	return s
 }
@@ -239,7 +242,7 @@ func (s *Shard) saveSessions() {
 	s.mu.Lock()
 	var next uint64
 	if s.log != nil {
-		next = s.log.NextOffset()
+		next = s.nextOffset()
 	}
 	for _, sess := range s.sessions {
 		sess.mu.Lock()
@@ -259,16 +262,18 @@ func (s *Shard) saveSessions() {
 // saveSession writes the record of sess (subscriptions as of now, its
 // last cursor). Records are written one at a time, so a record built
 // before a subscription change never lands after one built after it.
-func (s *Shard) saveSession(sess *session) {
+func (s *Shard) saveSession(sess *session) error {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
 	if !s.current(sess) {
-		return // ended meanwhile: its deletion must stay the last word
+		return nil // ended meanwhile: its deletion must stay the last word
 	}
 	rec := s.sessionRecord(sess)
 	if err := s.store.SaveSession(rec); err != nil {
 		s.opts.Logger.Warn("saving session", "client_id", rec.ClientID, "err", err)
+		return err
 	}
+	return nil
 }
 
 // sessionRecord builds the stored form of sess.
@@ -292,7 +297,7 @@ func (s *Shard) newSessionLocked(clientID string) *session {
 	s.nextID++
 	sess := newSession(s, s.nextID, clientID)
 	if s.log != nil {
-		sess.cursor = s.log.NextOffset() // s.mu is held: nothing is half-routed
+		sess.cursor = s.nextOffset() // s.mu is held: nothing is half-routed
 		sess.q2pos = sess.cursor
 	}
 	s.sessions[clientID] = sess

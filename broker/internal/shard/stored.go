@@ -121,7 +121,7 @@ func (s *Shard) appendLocked(m *message) error {
 			key = store.AppendOrigin(key, 0, pub.clientID, m.inID) // awaiting PUBREL (qos2.go)
 		}
 	}
-	off, err := s.log.Append(key, m.payload, 1)
+	off, err := s.app.Append(key, m.payload, 1)
 	*bp = key
 	keyBufs.Put(bp)
 	if err != nil {
@@ -207,6 +207,9 @@ var errLost = errors.New("shard: stored message no longer in the log")
 func (s *Shard) materialize(m *message) (*message, error) {
 	if !m.stored {
 		return m, nil
+	}
+	if err := s.waitReadable(m.off - 1); err != nil {
+		return nil, err
 	}
 	r, err := s.log.ReadFrom(m.off - 1)
 	if err != nil {

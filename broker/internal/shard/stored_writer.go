@@ -42,6 +42,10 @@ func (c *conn) prefetchStored() {
 	}
 	sess.mu.Unlock()
 	for _, e := range w.want {
+		if err := s.waitReadable(e.off); err != nil {
+			w.ready = append(w.ready, readyStored{off: e.off, err: err})
+			continue
+		}
 		m, loc, err := w.sr.load(s.log, e.off)
 		w.ready = append(w.ready, readyStored{off: e.off, m: m, loc: loc, err: err})
 	}

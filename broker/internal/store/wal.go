@@ -66,6 +66,7 @@ type WAL struct {
 	mu     sync.Mutex // serializes encoding into buf
 	buf    []byte
 	closed bool
+	repl   Replicator // set by Replicate: keyed records go through it
 }
 
 var _ Store = (*WAL)(nil)
@@ -142,6 +143,11 @@ func (w *WAL) put(l *wal.Log, key string, encode func([]byte) []byte) error {
 	if encode != nil {
 		w.buf = encode(w.buf)
 	}
+	if r := w.repl; r != nil {
+		rec := append([]byte(nil), w.buf...)
+		w.mu.Unlock()
+		return replicateOne(r, w.keyedLog(l), key, rec)
+	}
 	off, err := l.Append([]byte(key), w.buf, 1)
 	w.mu.Unlock()
 	if err != nil {
@@ -151,6 +157,14 @@ func (w *WAL) put(l *wal.Log, key string, encode func([]byte) []byte) error {
 		return l.WaitDurable(off)
 	}
 	return nil
+}
+
+// keyedLog names l for replication.
+func (w *WAL) keyedLog(l *wal.Log) byte {
+	if l == w.retained {
+		return LogRetained
+	}
+	return LogSessions
 }
 
 // SetRetained implements Store. The record payload is the metadata
@@ -303,6 +317,14 @@ func (w *WAL) SaveSessions(list []*Session) error {
 	if w.closed {
 		w.mu.Unlock()
 		return ErrClosed
+	}
+	if r := w.repl; r != nil {
+		recs := make([]KeyedRecord, len(list))
+		for i, s := range list {
+			recs[i] = KeyedRecord{Log: LogSessions, Key: s.ClientID, Payload: appendSession(nil, s)}
+		}
+		w.mu.Unlock()
+		return r.ReplicateKeyed(recs)
 	}
 	var last uint64
 	for _, s := range list {

@@ -1,0 +1,82 @@
+package shard
+
+import (
+	"fmt"
+
+	"berth.dev/broker/internal/wal"
+	"berth.dev/broker/packet"
+)
+
+// Replication is the tenant's Raft group as the shard's message log sees
+// it (Options.Replication; package tenantlog provides it). Every record the
+// shard would append to the message log goes to Append instead, which
+// names the offset the record will have and hands it to the group; the
+// group appends it to the log (Options.MessageLog) on every replica once a
+// quorum has it, in commit order. Acknowledgements wait for WaitDurable:
+// a PUBACK, PUBREC or PUBCOMP leaves only once its records are committed.
+// Once the node stops leading the group, WaitDurable and Append fail for
+// good: nothing more is acknowledged.
+type Replication interface {
+	Append(key, payload []byte, count uint32) (uint64, error)
+	WaitDurable(off uint64) error
+	Durable() uint64    // offsets below it are committed and in the log here
+	NextOffset() uint64 // the offset the next Append gets
+}
+
+// logAppender is where message-log records go and what acknowledgements wait
+// for: the log itself (a *wal.Log), or the tenant's Raft group.
+type logAppender interface {
+	Append(key, payload []byte, count uint32) (uint64, error)
+	WaitDurable(off uint64) error
+	Durable() uint64
+	NextOffset() uint64
+}
+
+// setAppender picks the shard's logAppender: the Raft group when replicated,
+// else the message log (nil: no log). Called by New.
+func (s *Shard) setAppender() {
+	switch {
+	case s.log == nil:
+	case s.opts.Replication != nil:
+		s.app, s.syncAcks = s.opts.Replication, true
+	default:
+		s.app, s.syncAcks = s.log, s.log.Policy() == wal.SyncAlways
+	}
+}
+
+// nextOffset is the offset the next message-log record gets (0 without a
+// log): replicated, records proposed but not yet in the log count.
+func (s *Shard) nextOffset() uint64 {
+	if s.app == nil {
+		return 0
+	}
+	return s.app.NextOffset()
+}
+
+// waitReadable waits until the message-log record at off is in the log
+// here: replicated, a record is appended only once committed, so a reader
+// of a record just routed (a stored entry, a replay) may have to wait.
+func (s *Shard) waitReadable(off uint64) error {
+	if s.opts.Replication == nil || off < s.log.NextOffset() {
+		return nil
+	}
+	if err := s.opts.Replication.WaitDurable(off); err != nil {
+		return fmt.Errorf("%w: offset %d not committed: %w", errLost, off, err)
+	}
+	return nil
+}
+
+// unloggedCode is the DISCONNECT reason of a connection closed because its
+// records could not be made durable: replicated, the node no longer leads
+// the tenant (0x9C use another server); else the disk failed (0x80).
+func (s *Shard) unloggedCode() packet.ReasonCode {
+	if s.opts.Replication != nil {
+		return packet.ErrUseAnotherServer
+	}
+	return packet.ErrUnspecified
+}
+
+// errNotServing is what a replicated shard's client is told when a
+// subscription cannot be made durable because this node no longer leads
+// the tenant's group: use another server (DISCONNECT 0x9C).
+var errNotServing = fmt.Errorf("shard: tenant no longer served here: %w", packet.ErrUseAnotherServer)

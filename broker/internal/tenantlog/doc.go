@@ -1,0 +1,51 @@
+// Package tenantlog is a tenant's store (store.WAL: the message log, the
+// retained messages and the sessions) made the state machine of the
+// tenant's Raft group (package replica): what the leader's shard writes is
+// proposed to the group and appended to the store on every replica, in
+// commit order, once a quorum has it.
+//
+// # Leader and followers
+//
+//	                 leader node                                 follower nodes
+//	shard ─ Append(key, payload) ─▶ Log: offset = next++,        Apply(entry):
+//	      (message log records)         record into the batch      append each record
+//	store.WAL.SaveSession etc. ───▶ ReplicateKeyed: into the       to the store here
+//	      (retained, sessions)          batch, wait for commit
+//	                                proposer goroutine: one batch = one entry,
+//	                                Propose, the next batch meanwhile (group commit)
+//	                                Apply(entry): append to the store here,
+//	                                Durable() moves, acks waiting on it go out
+//
+// The leader does not write its store itself: every node, the leader too,
+// writes only what Apply gives it, so a store never holds a record the
+// group did not commit and a deposed leader has nothing to undo. The
+// leader names a message-log record's offset when the shard appends it
+// (the shard needs it at once); Apply checks the record lands there. A
+// record the shard reads back before it is applied (a stored message, a
+// replay) waits for Durable (shard.Replication).
+//
+// Lead runs when the node wins the group: a barrier entry is proposed and
+// applied first, so the store holds everything committed before this term
+// and the shard opened on it serves exactly what the old leader
+// acknowledged. Stop (or any failed proposal) ends the leadership: every
+// waiter and every later Append and ReplicateKeyed fail, so nothing more
+// is acknowledged.
+//
+// After a restart the replica group applies again the entries after its
+// last snapshot: a message-log record below the log's next offset is
+// already there and skipped; keyed records are applied again in order,
+// which leaves each key with its newest value. Snapshot fsyncs the store
+// and compacts its keyed logs before the group deletes raft log entries.
+//
+// # Entry format (all integers big-endian). NEVER CHANGE: bytes on disk.
+//
+//	entry    version 1 B (1) | record ...          (no record: a barrier)
+//	record   kind 1 B | kind's fields
+//	  kind 1  message log   offset 8 B | count 4 B | key len 4 B | key | payload len 4 B | payload
+//	  kind 2  retained      key len 4 B | key (topic)     | payload len 4 B | payload
+//	  kind 3  sessions      key len 4 B | key (client id) | payload len 4 B | payload
+//
+// Keyed payloads are store.WAL's records as they would be on its disk
+// (empty: a tombstone). The snapshot data is the message log's next
+// offset, 8 B.
+package tenantlog
