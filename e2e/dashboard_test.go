@@ -45,14 +45,20 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 
 	// The perf spec moves its tenant to business, so the plans are open
-	// to every account here (-open-plans).
-	s := stack.New(t, bins, stack.Options{OpenPlans: "free,pro,business"})
+	// to every account here (-open-plans). The API takes payment through
+	// stripe-mock (the Billing page's Stripe Checkout); a second API on the
+	// same database runs without a Stripe key, for the page without
+	// payment (BERTH_E2E_API_NO_PAYMENT).
+	s := stack.New(t, bins, stack.Options{OpenPlans: "free,pro,business", Stripe: true})
 	checkServesDashboard(t, s.API)
+	noPayment, _ := s.StartAPIWithoutPayment(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), dashboardTimeout)
 	defer cancel()
 	env := append(os.Environ(),
 		"BERTH_E2E_API="+s.API,
+		"BERTH_E2E_API_NO_PAYMENT="+noPayment,
+		"BERTH_E2E_STRIPE_WEBHOOK_SECRET="+s.StripeWebhookSecret,
 		"BERTH_E2E_MQTT="+s.Gateways[0].MQTT,
 		"BERTH_E2E_WS="+s.Gateways[0].WS,
 		"BERTH_E2E_DATABASE_URL="+s.DatabaseURL,

@@ -21,7 +21,7 @@ test('the Billing page shows the estimate, the invoices and the budget', async (
   expect(put.status()).toBe(200);
 
   await openPage(page, 'Billing');
-  await expect(page.getByTestId('payment')).toContainText('Payment is not enabled');
+  await expect(page.getByTestId('payment')).toContainText('Payment method: none');
   await expect(page.getByTestId('estimate')).toContainText('$12.34');
   await expect(page.getByRole('cell', { name: '$4,900.00' })).toBeVisible();
   await expect(page.getByTestId('budget')).toContainText('$100.00');

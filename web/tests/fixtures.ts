@@ -39,6 +39,14 @@ export const env = {
   get databaseURL() {
     return required('BERTH_E2E_DATABASE_URL');
   },
+  /** A second API on the same database, without a Stripe key: payment disabled there. */
+  get apiNoPayment() {
+    return required('BERTH_E2E_API_NO_PAYMENT');
+  },
+  /** The secret the API verifies Stripe's webhooks with (the API at env.api takes payment through stripe-mock). */
+  get stripeWebhookSecret() {
+    return required('BERTH_E2E_STRIPE_WEBHOOK_SECRET');
+  },
 };
 
 /** web/, where playwright.config.ts lives. */

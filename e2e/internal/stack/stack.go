@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -97,6 +98,9 @@ type Stack struct {
 	nodeBin           string
 	nodeArgs, nodeEnv []string
 	billingBin        string
+	// How the API was started, for StartAPIWithoutPayment.
+	apiBin          string
+	apiArgs, apiEnv []string
 }
 
 func randomHex(n int) string {
@@ -176,12 +180,15 @@ func New(t testing.TB, bins Binaries, opts Options) *Stack {
 	if opts.AccountWriteBurst > 0 {
 		apiArgs = append(apiArgs, "-account-write-burst", strconv.Itoa(opts.AccountWriteBurst))
 	}
+	// Another API (StartAPIWithoutPayment) shares all but the listeners and Stripe.
+	s.apiBin, s.apiArgs = bins.API, slices.Clone(apiArgs[4:])
+	s.apiEnv = []string{"DATABASE_URL=" + s.DatabaseURL, "BERTH_NODE_TOKEN=" + s.NodeToken, "BERTH_KEY_ENCRYPTION_KEY=" + s.KeyEncryptionKey}
 	if opts.Stripe {
 		s.StripeURL, s.StripeKey, s.StripeWebhookSecret = testenv.StripeURL(t), "sk_test_berthe2e", "whsec_"+randomHex(16)
 		apiArgs = append(apiArgs, "-stripe-key", s.StripeKey, "-stripe-url", s.StripeURL, "-stripe-webhook-secret", s.StripeWebhookSecret)
 	}
 	s.billingBin = bins.Billing
-	s.APIProc = Start(t, "api", bins.API, apiArgs, []string{"DATABASE_URL=" + s.DatabaseURL, "BERTH_NODE_TOKEN=" + s.NodeToken, "BERTH_KEY_ENCRYPTION_KEY=" + s.KeyEncryptionKey})
+	s.APIProc = Start(t, "api", bins.API, apiArgs, s.apiEnv)
 	WaitListening(t, s.APIProc, apiAddr, 30*time.Second)
 
 	for i := range opts.Gateways {

@@ -1,9 +1,12 @@
 import { ApiError, api, must, type Schemas } from '../api/client';
-import { useQuery } from '../hooks/useQuery';
+import { useAction, useQuery } from '../hooks/useQuery';
 import { quotaFields } from '../lib/quotas';
+import { tenantPath } from '../lib/router';
 import { useTenant } from '../session';
+import { ProblemView } from '../ui/problem';
 import { Loaded } from '../ui/states';
 import { Table } from '../ui/table';
+import { BudgetNotifications } from './budgetwebhook';
 
 /** Integer cents as money: never through floating point arithmetic. */
 function money(cents: number, currency = 'usd'): string {
@@ -20,14 +23,19 @@ const paymentStates: Record<string, string> = {
 };
 
 /**
- * The account's billing: its payment method, this month's estimate (the
- * draft invoice), its invoices (each printable as a page), its budget, and
- * the tenant's plan with its bounds.
+ * The account's billing: its payment method (and, with payment enabled, a
+ * card to add through Stripe Checkout), this month's estimate (the draft
+ * invoice), its invoices (each printable as a page), its budget and the
+ * webhook its notices go to, and the tenant's plan with its bounds.
  */
 export function Billing() {
   const { tenant } = useTenant();
   const tid = tenant.id;
-  const account = useQuery(async () => must(api.GET('/v1/account')), []);
+  // Stripe Checkout sends the user back here with ?checkout=saved or
+  // ?checkout=cancelled; after a save the card shows once Stripe's webhook
+  // has reached the API, so the account is polled meanwhile.
+  const checkout = new URLSearchParams(location.search).get('checkout');
+  const account = useQuery(async () => must(api.GET('/v1/account')), [], checkout === 'saved' ? 5_000 : 0);
   const invoices = useQuery(async () => must(api.GET('/v1/invoices', { params: { query: { limit: 24 } } })), [], 60_000);
   const budget = useQuery(async () => {
     try {
@@ -45,13 +53,17 @@ export function Billing() {
         {(a) => (
           <div class="panel" data-testid="payment">
             {a.payment.enabled ? (
-              <p>
-                Payment method: <strong>{a.payment.payment_method ? 'on file' : 'none'}</strong>; account {paymentStates[a.payment.payment_state]}
-                {a.payment.grace_until ? ` (until ${new Date(a.payment.grace_until).toLocaleString()})` : ''}.
-                {a.payment.payment_method ? '' : ' Paid plans need a payment method.'}
-              </p>
+              <>
+                <p>
+                  Payment method: <strong>{a.payment.payment_method ? 'on file' : 'none'}</strong>; account {paymentStates[a.payment.payment_state]}
+                  {a.payment.grace_until ? ` (until ${new Date(a.payment.grace_until).toLocaleString()})` : ''}.
+                  {a.payment.payment_method ? '' : ' Paid plans need a payment method.'}
+                </p>
+                <CheckoutReturn state={checkout} onFile={a.payment.payment_method} />
+                <CheckoutButton tid={tid} />
+              </>
             ) : (
-              <p>Payment is not enabled on this service: no charge is made, and paid plans are granted by its operator.</p>
+              <p>Payment is not enabled on this service: no charge is made, no card is taken, and paid plans are granted by its operator.</p>
             )}
             <p class="muted small">Plans this account may use: {a.plans.join(', ')}.</p>
           </div>
@@ -114,6 +126,7 @@ export function Billing() {
           )
         }
       </Loaded>
+      <BudgetNotifications />
       <Loaded q={quotas} what="Loading the plan">
         {(q) => {
           const max = (q.max ?? {}) as Record<string, number>;
@@ -139,4 +152,45 @@ export function Billing() {
       </Loaded>
     </section>
   );
+}
+
+/**
+ * Sends the user to Stripe Checkout (setup mode) to save a card: the API
+ * makes the session (POST /v1/billing/checkout-session) with this page as
+ * the way back, and the browser goes to the Stripe page it answers.
+ */
+function CheckoutButton({ tid }: { tid: string }) {
+  const go = useAction(async () => {
+    const back = (state: string) => `${location.origin}${tenantPath(tid, 'billing')}?checkout=${state}`;
+    const s = await must(api.POST('/v1/billing/checkout-session', { body: { success_url: back('saved'), cancel_url: back('cancelled') } }));
+    location.assign(s.url);
+  });
+  return (
+    <div class="stack">
+      <div class="row">
+        <button type="button" disabled={go.pending} onClick={() => go.run()}>
+          {go.pending ? 'Opening Stripe Checkout…' : 'Add a card with Stripe Checkout'}
+        </button>
+        <span class="muted small">Stripe keeps the card; Berth charges it for finalized invoices.</span>
+      </div>
+      <ProblemView error={go.error} />
+    </div>
+  );
+}
+
+/** What the page says on the way back from Stripe Checkout. */
+function CheckoutReturn({ state, onFile }: { state: string | null; onFile: boolean }) {
+  if (state === 'saved')
+    return (
+      <p class="notice" role="status">
+        {onFile ? 'Stripe saved your card: it is on file.' : 'Stripe is saving your card: it shows as on file here once Stripe confirms it to Berth, usually within seconds.'}
+      </p>
+    );
+  if (state === 'cancelled')
+    return (
+      <p class="muted" role="status">
+        Stripe Checkout was left without saving a card.
+      </p>
+    );
+  return null;
 }
