@@ -10,7 +10,12 @@
 #
 #   bench/gateway.sh                          # QoS 0/1 ingest and latency
 #   bench/gateway.sh -only '^latency-1k$'     # other scenario ids
+#   BENCH_FSYNC=always bench/gateway.sh       # both logging with -fsync always
 # Other flags go to bench/run.sh.
+#
+# Like with like: the node logs QoS 1/2 to its message log (-data), so the
+# standalone broker runs with -data too, and both with the same -fsync
+# policy (BENCH_FSYNC, default interval: the broker's own default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . infra/dev/lib.sh
@@ -20,7 +25,11 @@ port_busy "${MQTT_ADDR##*:}" && die "something already listens on $MQTT_ADDR: st
 
 stack_log=$(mktemp -t berth-gateway-bench.XXXXXX)
 # A session of its own, so that the whole stack can be stopped as a group.
-setsid infra/dev/run.sh >"$stack_log" 2>&1 &
+fsync=${BENCH_FSYNC:-interval}
+case $fsync in always | interval | never) ;; *) die "BENCH_FSYNC=$fsync: want always, interval or never" ;; esac
+# BERTH_FSYNC reaches the node (run.sh gives it no -fsync flag) and nothing
+# else; the standalone broker is given -fsync by the runner (-berth-fsync).
+BERTH_FSYNC=$fsync setsid infra/dev/run.sh >"$stack_log" 2>&1 &
 stack=$!
 stop_stack() {
 	kill -INT -- "-$stack" 2>/dev/null || true
@@ -58,12 +67,12 @@ pass=$(printf '%s' "$cred" | sed -n 's/.*"password":"\([^"]*\)".*/\1/p')
 # flush, every 10 s) hold only that scenario's messages.
 BENCH_BROKERS=${BENCH_BROKERS:-berth}
 export BENCH_BROKERS
-bench/run.sh -only '^(ingest-q0-64|ingest-q1-64)$' \
+bench/run.sh -only '^(ingest-q0-64|ingest-q1-64)$' -berth-fsync "$fsync" \
 	-gateway "$MQTT_ADDR" -gateway-user "$user" -gateway-pass "$pass" "$@"
 sleep 12                           # the node's last flush of the ingest load
 sleep $((61 - 10#$(date -u +%S))) # to the next minute boundary
 start=$(date -u +%Y-%m-%dT%H:%M:00Z)
-bench/run.sh -only '^latency-1k$' \
+bench/run.sh -only '^latency-1k$' -berth-fsync "$fsync" \
 	-gateway "$MQTT_ADDR" -gateway-user "$user" -gateway-pass "$pass" "$@"
 
 # What the node itself recorded for every message of the latency run

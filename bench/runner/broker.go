@@ -49,6 +49,25 @@ var kinds = map[string]brokerKind{
 	}},
 }
 
+// withFsync returns kind, for Berth with a policy, started with -data in
+// its private directory and -fsync policy: QoS 1/2 go through the message
+// log as on a node, so a comparison with a node behind the gateway is like
+// with like. Other kinds, or an empty policy, are returned as they are.
+func withFsync(kind brokerKind, policy string) brokerKind {
+	if kind.name != "berth" || policy == "" {
+		return kind
+	}
+	args := kind.args
+	kind.args = func(bin, addr, dir string) ([]string, error) {
+		a, err := args(bin, addr, dir)
+		if err != nil {
+			return nil, err
+		}
+		return append(a, "-data", filepath.Join(dir, "data"), "-fsync", policy), nil
+	}
+	return kind
+}
+
 // mosquittoBin is the Debian package's path, or whatever PATH finds.
 func mosquittoBin() string {
 	if _, err := os.Stat("/usr/sbin/mosquitto"); err == nil {

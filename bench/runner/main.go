@@ -47,6 +47,7 @@ type config struct {
 	only            *regexp.Regexp
 	gateway         string
 	gwUser, gwPass  string
+	berthFsync      string // non-empty: Berth runs with -data and -fsync berthFsync
 	scenarioTimeout time.Duration
 	conns           []int // held-connection scenarios; nil: the scale's
 }
@@ -62,6 +63,8 @@ func parse(args []string) (config, error) {
 	fs.StringVar(&c.gateway, "gateway", "", "also run every scenario through a running gateway at HOST:PORT")
 	fs.StringVar(&c.gwUser, "gateway-user", "", "MQTT user name for -gateway")
 	fs.StringVar(&c.gwPass, "gateway-pass", "", "MQTT password for -gateway")
+	fs.StringVar(&c.berthFsync, "berth-fsync", "", "run Berth with -data (a fresh directory per scenario) and this -fsync policy "+
+		"(always, interval, never), as a node logs QoS 1/2; empty: in memory")
 	fs.DurationVar(&c.scenarioTimeout, "scenario-timeout", 3*time.Minute, "kill a scenario that runs longer")
 	fs.Func("conns", "held-connection scenarios to run, comma-separated counts (default 10000; -quick 300)", func(v string) error {
 		c.conns = c.conns[:0]
@@ -79,6 +82,11 @@ func parse(args []string) (config, error) {
 	}
 	if c.bin == "" {
 		return c, errors.New("-bin is required")
+	}
+	switch c.berthFsync {
+	case "", "always", "interval", "never":
+	default:
+		return c, fmt.Errorf("-berth-fsync: %q (want always, interval or never)", c.berthFsync)
 	}
 	for b := range strings.SplitSeq(*brokers, ",") {
 		b = strings.TrimSpace(b)
@@ -128,6 +136,7 @@ func runMain(args []string) error {
 		res.Brokers = append(res.Brokers, "gateway")
 		res.Gateway = cfg.gateway
 	}
+	res.BerthFsync = cfg.berthFsync
 	tmp, err := os.MkdirTemp("", "berth-bench-")
 	if err != nil {
 		return err
@@ -149,7 +158,7 @@ func runMain(args []string) error {
 				r = runScenario(ctx, cfg, s, nil, cfg.gateway,
 					[]string{"BERTH_LOADTEST_USER=" + cfg.gwUser, "BERTH_LOADTEST_PASS=" + cfg.gwPass})
 			} else {
-				r = runAgainst(ctx, cfg, s, kinds[b], tmp)
+				r = runAgainst(ctx, cfg, s, withFsync(kinds[b], cfg.berthFsync), tmp)
 			}
 			r.Broker = b
 			res.Runs = append(res.Runs, r)

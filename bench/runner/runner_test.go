@@ -164,9 +164,38 @@ func TestParseFlags(t *testing.T) {
 	if _, err := parse(nil); err == nil {
 		t.Error("missing -bin accepted")
 	}
+	if _, err := parse([]string{"-bin", "x", "-berth-fsync", "sometimes"}); err == nil {
+		t.Error("unknown -berth-fsync policy accepted")
+	}
 	c, err := parse([]string{"-bin", "x", "-brokers", "mosquitto, mochi", "-only", "sweep"})
 	if err != nil || len(c.brokers) != 2 || !c.only.MatchString("sweep-64") || c.only.MatchString("conn-10000") {
 		t.Errorf("parse = %+v, %v", c, err)
+	}
+}
+
+// TestBerthFsync: with -berth-fsync the standalone broker really runs on a
+// message log in its private directory (as a node does), not in memory;
+// the peers' command lines are left alone.
+func TestBerthFsync(t *testing.T) {
+	bin, dir := t.TempDir(), t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "broker"), "berth.dev/broker/cmd/broker")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build broker: %v\n%s", err, b)
+	}
+	if got, _ := withFsync(kinds["mosquitto"], "always").args(bin, "127.0.0.1:1", dir); slices.Contains(got, "-data") {
+		t.Errorf("mosquitto given %v", got)
+	}
+	p, err := startBroker(withFsync(kinds["berth"], "always"), bin, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.stop() })
+	if i := slices.Index(p.cmd.Args, "-fsync"); i < 0 || p.cmd.Args[i+1] != "always" {
+		t.Errorf("broker args %v lack -fsync always", p.cmd.Args)
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "data"))
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("the broker's data directory: %v, %v; want its message log there", entries, err)
 	}
 }
 

@@ -15,7 +15,9 @@ type results struct {
 	Machine  machine  `json:"machine"`
 	Brokers  []string `json:"brokers"`
 	Gateway  string   `json:"gateway,omitempty"`
-	Runs     []*run   `json:"runs"`
+	// BerthFsync is -berth-fsync: Berth ran with -data and this policy.
+	BerthFsync string `json:"berth_fsync,omitempty"`
+	Runs       []*run `json:"runs"`
 }
 
 // machine describes where the run happened; the load averages say how
@@ -54,7 +56,11 @@ func writeTable(w io.Writer, res *results, scs []scenario) {
 			vs = append(vs, b+" "+v)
 		}
 	}
-	fmt.Fprintf(w, "Versions: %s.\n\n", strings.Join(vs, ", "))
+	fmt.Fprintf(w, "Versions: %s.", strings.Join(vs, ", "))
+	if res.BerthFsync != "" {
+		fmt.Fprintf(w, " Berth ran with `-data` and `-fsync %s` (QoS 1/2 through its message log, as a node).", res.BerthFsync)
+	}
+	fmt.Fprint(w, "\n\n")
 	fmt.Fprintln(w, "Ratios are the first broker over each peer; ↑ means higher is better, ↓ lower. "+
 		"CPU is the broker's user+system seconds during the scenario; RSS is its peak (VmHWM). "+
 		"On shared cores a broker with more runnable threads takes a larger share of the machine, "+

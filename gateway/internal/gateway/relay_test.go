@@ -8,7 +8,7 @@ import (
 )
 
 // tcpPair returns the two ends of a real loopback TCP connection.
-func tcpPair(t *testing.T) (a, b net.Conn) {
+func tcpPair(t testing.TB) (a, b net.Conn) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
