@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-MODULES := broker gateway services billing quotas migrations e2e testenv bench infra/helm/chartcheck infra/images
+MODULES := broker gateway services billing flagenv quotas migrations e2e testenv bench infra/helm/chartcheck infra/images
 PKGS    := $(foreach m,$(MODULES),./$(m)/...)
 # The dashboard's Go package, named alone: web/node_modules may hold .go files.
 GOPKGS  := $(PKGS) ./web

@@ -55,6 +55,7 @@ require (
 )
 
 require (
+	berth.dev/flagenv v0.0.0
 	berth.dev/quotas v0.0.0
 	berth.dev/testenv v0.0.0
 	github.com/coder/websocket v1.8.15
@@ -70,3 +71,5 @@ replace berth.dev/testenv => ../testenv
 replace berth.dev/migrations => ../migrations
 
 replace berth.dev/quotas => ../quotas
+
+replace berth.dev/flagenv => ../flagenv

@@ -22,6 +22,7 @@ require (
 
 require (
 	berth.dev/migrations v0.0.0 // indirect
+	berth.dev/flagenv v0.0.0
 	berth.dev/quotas v0.0.0
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
@@ -64,3 +65,5 @@ replace (
 )
 
 replace berth.dev/quotas => ../quotas
+
+replace berth.dev/flagenv => ../flagenv

@@ -19,6 +19,7 @@ require (
 )
 
 require (
+	berth.dev/flagenv v0.0.0
 	berth.dev/quotas v0.0.0
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -50,3 +51,5 @@ replace (
 )
 
 replace berth.dev/quotas => ../quotas
+
+replace berth.dev/flagenv => ../flagenv

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"berth.dev/broker/internal/wal"
+	"berth.dev/flagenv"
 )
 
 // Config is the broker binary's configuration.
@@ -90,10 +91,30 @@ func defaultConfig() Config {
 	}
 }
 
+// envRule names the environment variables behind the flags: BERTH_<FLAG>
+// (upper case, dashes as underscores), DATABASE_URL and
+// OTEL_EXPORTER_OTLP_ENDPOINT after their BERTH_ names.
+func envRule() flagenv.Rule {
+	return flagenv.Rule{
+		Prefix: "BERTH_",
+		Aliases: map[string][]string{
+			"database-url":  {"BERTH_DATABASE_URL", "DATABASE_URL"},
+			"otlp-endpoint": {"BERTH_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"},
+		},
+		Skip:   []string{"version"},
+		Secret: []string{"password", "proxy-secret", "node-token", "peer-secret"},
+	}
+}
+
 // parseConfig reads flags from args; a flag not given on the command line
-// takes the BERTH_<NAME> environment variable (dashes as underscores) if
-// set.
+// takes its environment variable (envRule) if set.
 func parseConfig(args []string, getenv func(string) string, out io.Writer) (Config, error) {
+	cfg, _, err := loadConfig(args, getenv, out)
+	return cfg, err
+}
+
+// loadConfig is parseConfig, also reporting which variables set what.
+func loadConfig(args []string, getenv func(string) string, out io.Writer) (Config, flagenv.Report, error) {
 	cfg := defaultConfig()
 	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -150,42 +171,23 @@ Flags:
 	fs.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "node: with -peers, the replicas (Raft voters) of every tenant, at most the cluster's size")
 	fs.BoolVar(&cfg.ShowVersion, "version", false, "print the version and revision, and exit")
 	if err := fs.Parse(args); err != nil {
-		return cfg, err
+		return cfg, flagenv.Report{}, err
 	}
-	if cfg.ShowVersion { // before the environment (BERTH_VERSION is no switch) and validation
-		return cfg, nil
+	if cfg.ShowVersion { // before the environment and validation
+		return cfg, flagenv.Report{}, nil
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var errs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] {
-			return
-		}
-		env := "BERTH_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(env); v != "" {
-			if err := f.Value.Set(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", env, err))
-			}
-		}
-	})
-	if cfg.DatabaseURL == "" {
-		cfg.DatabaseURL = getenv("DATABASE_URL")
-	}
-	if cfg.OTLPEndpoint == "" {
-		cfg.OTLPEndpoint = getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
-	}
-	if err := errors.Join(errs...); err != nil {
-		return cfg, err
+	rep, err := envRule().Apply(fs, getenv)
+	if err != nil {
+		return cfg, rep, err
 	}
 	if cfg.PeerSecret == "" && cfg.PeerSecretFile != "" {
 		b, err := os.ReadFile(cfg.PeerSecretFile)
 		if err != nil {
-			return cfg, fmt.Errorf("config: -peer-secret-file: %w", err)
+			return cfg, rep, fmt.Errorf("config: -peer-secret-file: %w", err)
 		}
 		cfg.PeerSecret = strings.TrimRight(string(b), "\r\n")
 	}
-	return cfg, cfg.Validate()
+	return cfg, rep, cfg.Validate()
 }
 
 // Validate checks the configuration.

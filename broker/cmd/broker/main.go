@@ -39,7 +39,7 @@ func main() {
 // run serves until ctx ends (SIGTERM), then shuts down gracefully. ready,
 // if set, is called with the bound listener addresses.
 func run(ctx context.Context, args []string, getenv func(string) string, ready func(tcp, ws net.Addr)) error {
-	cfg, err := parseConfig(args, getenv, os.Stderr)
+	cfg, envSet, err := loadConfig(args, getenv, os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -48,6 +48,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, ready f
 		return nil
 	}
 	log := newLogger(cfg)
+	log.Info("settings from the environment", "env", envSet)
+	for _, t := range envSet.Typos(os.Environ()) { // the process's own environment, whatever getenv is
+		log.Warn(t.String(), "var", t.Var, "want", t.Want)
+	}
 	if err := cfg.ensureDataDir(); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}

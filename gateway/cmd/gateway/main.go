@@ -68,7 +68,8 @@ func run(args []string) error {
 		fmt.Printf("gateway %s (revision %s)\n", version, revision)
 		return nil
 	}
-	if err := gateway.ApplyEnv(fs, os.LookupEnv); err != nil {
+	envSet, err := gateway.EnvRule().Apply(fs, os.Getenv)
+	if err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {
@@ -79,6 +80,10 @@ func run(args []string) error {
 		h = slog.NewTextHandler(os.Stderr, nil)
 	}
 	log := slog.New(h).With("gateway_id", cfg.GatewayID)
+	log.Info("settings from the environment", "env", envSet)
+	for _, t := range envSet.Typos(os.Environ()) {
+		log.Warn(t.String(), "var", t.Var, "want", t.Want)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

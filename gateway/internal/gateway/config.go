@@ -5,15 +5,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"berth.dev/broker/tracing"
+	"berth.dev/flagenv"
 	"berth.dev/gateway/internal/redisconn"
 )
 
 // Config is the gateway's whole configuration. Defaults live in
-// DefaultConfig; RegisterFlags binds every field to a flag; ApplyEnv fills
+// DefaultConfig; RegisterFlags binds every field to a flag; EnvRule fills
 // the flags that were not given from the environment.
 type Config struct {
 	ListenTCP     string // MQTT over TCP; "" disables
@@ -127,41 +127,28 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", c.OTLPEndpoint, "OTLP/HTTP collector base URL, e.g. http://collector:4318 (env OTEL_EXPORTER_OTLP_ENDPOINT)")
 }
 
-// envNames lists the environment variables that fill a flag not given on
-// the command line, first match wins. Flags not listed use BERTH_<FLAG>
-// (upper case, '-' as '_').
-var envNames = map[string][]string{
-	"database-url":  {"DATABASE_URL", "BERTH_DATABASE_URL"},
-	"redis-url":     {"REDIS_URL", "BERTH_REDIS_URL"},
-	"proxy-secret":  {"BERTH_PROXY_SECRET"},
-	"jwks-url":      {"BERTH_JWKS_URL"},
-	"otlp-endpoint": {"OTEL_EXPORTER_OTLP_ENDPOINT", "BERTH_OTLP_ENDPOINT"},
+// EnvRule names the environment variables that fill the flags not given
+// on the command line, first match wins: BERTH_<FLAG> (upper case, '-' as
+// '_'), except the aliases listed.
+func EnvRule() flagenv.Rule {
+	return flagenv.Rule{
+		Prefix: "BERTH_",
+		Aliases: map[string][]string{
+			"database-url":  {"DATABASE_URL", "BERTH_DATABASE_URL"},
+			"redis-url":     {"REDIS_URL", "BERTH_REDIS_URL"},
+			"otlp-endpoint": {"OTEL_EXPORTER_OTLP_ENDPOINT", "BERTH_OTLP_ENDPOINT"},
+		},
+		Skip:   []string{"version"},
+		Secret: []string{"proxy-secret", "redis-password", "redis-sentinel-password"},
+	}
 }
 
 // ApplyEnv sets every flag of fs that was not set on the command line from
-// the environment (lookup is os.LookupEnv in production).
+// the environment (EnvRule; lookup is os.LookupEnv in production, an empty
+// value counts as unset).
 func ApplyEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var errs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] {
-			return
-		}
-		names, ok := envNames[f.Name]
-		if !ok {
-			names = []string{"BERTH_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))}
-		}
-		for _, n := range names {
-			if v, ok := lookup(n); ok && v != "" {
-				if err := fs.Set(f.Name, v); err != nil {
-					errs = append(errs, fmt.Errorf("%s: %w", n, err))
-				}
-				return
-			}
-		}
-	})
-	return errors.Join(errs...)
+	_, err := EnvRule().Apply(fs, func(k string) string { v, _ := lookup(k); return v })
+	return err
 }
 
 // Validate reports every problem with c at once.

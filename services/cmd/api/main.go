@@ -60,7 +60,7 @@ func main() {
 func run() error {
 	fs := flag.NewFlagSet("api", flag.ContinueOnError)
 	showVersion := fs.Bool("version", false, "print the version and revision, and exit")
-	cfg, err := config.Parse(fs, os.Args[1:], os.Getenv)
+	cfg, envSet, err := config.Load(fs, os.Args[1:], os.Getenv)
 	if *showVersion { // before the error: -version needs no other setting
 		fmt.Printf("api %s (revision %s)\n", version, revision)
 		return nil
@@ -77,6 +77,10 @@ func run() error {
 	}
 	log := slog.New(h)
 	log.Info("starting", slog.Any("config", cfg.Redacted()))
+	log.Info("settings from the environment", "env", envSet)
+	for _, t := range envSet.Typos(os.Environ()) {
+		log.Warn(t.String(), "var", t.Var, "want", t.Want)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

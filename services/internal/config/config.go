@@ -1,6 +1,6 @@
 // Package config is the API's configuration: one Config on an explicit
 // flag.FlagSet, with BERTH_* (and DATABASE_URL) environment variables
-// filling flags that were not set, and defaults in one place.
+// filling flags that were not set (EnvRule), and defaults in one place.
 package config
 
 import (
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"berth.dev/billing/plan"
+	"berth.dev/flagenv"
 	"berth.dev/services/internal/credential"
 )
 
@@ -76,42 +77,19 @@ type Config struct {
 	LifecycleInterval time.Duration
 }
 
-// env names the environment variable behind each flag.
-var env = map[string]string{
-	"listen":                "BERTH_API_LISTEN",
-	"database-url":          "DATABASE_URL",
-	"domain":                "BERTH_DOMAIN",
-	"mqtt-addr":             "BERTH_MQTT_ADDR",
-	"mqtt-tls-addr":         "BERTH_MQTT_TLS_ADDR",
-	"mqtt-ws-url":           "BERTH_MQTT_WS_URL",
-	"mqtt-wss-url":          "BERTH_MQTT_WSS_URL",
-	"issuer":                "BERTH_ISSUER",
-	"node-token":            "BERTH_NODE_TOKEN",
-	"cors-origin":           "BERTH_CORS_ORIGIN",
-	"key-encryption-key":    "BERTH_KEY_ENCRYPTION_KEY",
-	"dev":                   "BERTH_DEV",
-	"metrics-listen":        "BERTH_METRICS_LISTEN",
-	"trusted-proxies":       "BERTH_TRUSTED_PROXIES",
-	"argon2-concurrency":    "BERTH_ARGON2_CONCURRENCY",
-	"open-plans":            "BERTH_OPEN_PLANS",
-	"stripe-key":            "BERTH_STRIPE_KEY",
-	"stripe-webhook-secret": "BERTH_STRIPE_WEBHOOK_SECRET",
-	"stripe-url":            "BERTH_STRIPE_URL",
-	"payment-grace":         "BERTH_PAYMENT_GRACE",
-	"account-write-rate":    "BERTH_ACCOUNT_WRITE_RATE",
-	"account-write-burst":   "BERTH_ACCOUNT_WRITE_BURST",
-	"key-rotation":          "BERTH_KEY_ROTATION",
-	"key-check":             "BERTH_KEY_CHECK",
-	"session-ttl":           "BERTH_SESSION_TTL",
-	"refresh-ttl":           "BERTH_REFRESH_TTL",
-	"auth-rate-limit":       "BERTH_AUTH_RATE_LIMIT",
-	"secure-cookies":        "BERTH_SECURE_COOKIES",
-	"log-format":            "BERTH_LOG_FORMAT",
-	"shutdown-timeout":      "BERTH_SHUTDOWN_TIMEOUT",
-	"spans-retention":       "BERTH_SPANS_RETENTION",
-	"usage-retention":       "BERTH_USAGE_RETENTION",
-	"partitions-ahead":      "BERTH_PARTITIONS_AHEAD",
-	"lifecycle-interval":    "BERTH_LIFECYCLE_INTERVAL",
+// EnvRule names the environment variable behind each flag: BERTH_<FLAG>
+// (upper case, '-' as '_'), but BERTH_API_LISTEN for -listen and
+// DATABASE_URL for -database-url; -version reads none.
+func EnvRule() flagenv.Rule {
+	return flagenv.Rule{
+		Prefix: "BERTH_",
+		Aliases: map[string][]string{
+			"listen":       {"BERTH_API_LISTEN"},
+			"database-url": {"DATABASE_URL"},
+		},
+		Skip:   []string{"version"},
+		Secret: []string{"node-token", "key-encryption-key", "stripe-key", "stripe-webhook-secret"},
+	}
 }
 
 // Register defines the flags on fs, writing into c.
@@ -153,31 +131,24 @@ func (c *Config) Register(fs *flag.FlagSet) {
 }
 
 // Parse registers the flags on fs, parses args, fills unset flags from
-// getenv and validates the result.
+// getenv (EnvRule) and validates the result.
 func Parse(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
+	c, _, err := Load(fs, args, getenv)
+	return c, err
+}
+
+// Load is Parse, also reporting which variables set which flags.
+func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, flagenv.Report, error) {
 	var c Config
 	c.Register(fs)
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		return c, flagenv.Report{}, err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var errs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		name, ok := env[f.Name]
-		if !ok || set[f.Name] {
-			return
-		}
-		if v := getenv(name); v != "" {
-			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("config: %s: %w", name, err))
-			}
-		}
-	})
-	if err := errors.Join(errs...); err != nil {
-		return c, err
+	rep, err := EnvRule().Apply(fs, getenv)
+	if err != nil {
+		return c, rep, fmt.Errorf("config: %w", err)
 	}
-	return c, c.Validate()
+	return c, rep, c.Validate()
 }
 
 // Validate reports every invalid setting.

@@ -1,0 +1,3 @@
+module berth.dev/flagenv
+
+go 1.26
