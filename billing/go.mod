@@ -3,6 +3,7 @@ module berth.dev/billing
 go 1.26.0
 
 require (
+	berth.dev/flagenv v0.0.0
 	berth.dev/migrations v0.0.0
 	berth.dev/quotas v0.0.0
 	berth.dev/testenv v0.0.0
@@ -29,6 +30,7 @@ require (
 )
 
 replace (
+	berth.dev/flagenv => ../flagenv
 	berth.dev/migrations => ../migrations
 	berth.dev/quotas => ../quotas
 	berth.dev/testenv => ../testenv

@@ -1,8 +1,10 @@
 // Package invoice is Berth's invoice document: an account's charges for a
 // UTC calendar month as numbered line items per tenant and meter, how those
 // lines are rated from metered usage and plan prices, and how a document is
-// rendered (JSON, CSV, printable HTML). The billing worker writes invoices
-// (billing/internal/metering); the API reads and renders them.
+// rendered (JSON, CSV, printable HTML, PDF). The billing worker writes invoices
+// (billing/internal/metering); the API reads and renders them. A credit
+// note or a correction is a document of its own amending an issued one
+// (Kind, Amends), rendered the same way.
 //
 // All money is integer cents; all quantities exact integers in their
 // meter's unit. A line's amount is its billable quantity times its rate,
@@ -26,8 +28,20 @@ const (
 	Final = "final" // issued: numbered and immutable
 )
 
+// Kinds of document. An invoice is one account's month; a correction and a
+// credit amend an issued document (Invoice.Amends), never edit it.
+const (
+	KindInvoice    = "invoice"
+	KindCorrection = "correction" // usage that landed after the invoice was issued, billed
+	KindCredit     = "credit"     // an amount given back by the operator (negative)
+)
+
 // Base is the meter name of a tenant's prorated plan fee line.
 const Base = "base"
+
+// Credit is the meter name of a credit's one line (no tenant; its
+// description is the reason, its amount negative).
+const Credit = "credit"
 
 // Line is one numbered line item.
 type Line struct {
@@ -43,23 +57,30 @@ type Line struct {
 	Billable    int64      `json:"billable"`
 	Rate        *plan.Rate `json:"rate"` // nil: nothing charged (a hard-capped meter)
 	AmountCents int64      `json:"amount_cents"`
+	// AmendsLine is, on a correction's line, the line of the amended
+	// invoice whose quantity it adds to.
+	AmendsLine *int `json:"amends_line,omitempty"`
 }
 
 // Invoice is one document. Lines is nil in lists.
 type Invoice struct {
-	ID          string     `json:"id"`
-	AccountID   string     `json:"account_id"`
-	Kind        string     `json:"kind"`
-	Amends      *string    `json:"amends"`
-	Status      string     `json:"status"`
-	Number      *int64     `json:"number"`
-	Month       time.Time  `json:"-"`
-	Currency    string     `json:"currency"`
-	TotalCents  int64      `json:"total_cents"`
-	CreatedAt   time.Time  `json:"created_at"`
-	UpdatedAt   time.Time  `json:"updated_at"`
-	FinalizedAt *time.Time `json:"finalized_at"`
-	Lines       []Line     `json:"lines,omitempty"`
+	ID        string  `json:"id"`
+	AccountID string  `json:"account_id"`
+	Kind      string  `json:"kind"`
+	Amends    *string `json:"amends"`
+	// AmendsNumber and AmendsKind are the amended document's number and
+	// kind (a credit may amend an invoice or a correction).
+	AmendsNumber *int64     `json:"amends_number"`
+	AmendsKind   string     `json:"-"`
+	Status       string     `json:"status"`
+	Number       *int64     `json:"number"`
+	Month        time.Time  `json:"-"`
+	Currency     string     `json:"currency"`
+	TotalCents   int64      `json:"total_cents"`
+	CreatedAt    time.Time  `json:"created_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+	FinalizedAt  *time.Time `json:"finalized_at"`
+	Lines        []Line     `json:"lines,omitempty"`
 }
 
 // PeriodEnd is the end of the invoice's month (exclusive).

@@ -86,6 +86,9 @@ func (in *Invoice) WritePDF(w io.Writer) error {
 	}
 	pdf.CellFormat(0, 10, tr(title), "", 1, "L", false, 0, "")
 	pdf.SetFont("Helvetica", "", 10)
+	if a := in.Amending(); a != "" {
+		pdf.CellFormat(0, 5, tr("Amends "+a), "", 1, "L", false, 0, "")
+	}
 	pdf.CellFormat(0, 5, tr("Berth · account "+in.AccountID+" · document "+in.ID), "", 1, "L", false, 0, "")
 	period := "Period " + pdfDate(in.Month) + " to " + pdfDate(in.PeriodEnd()) + " (UTC, end exclusive)"
 	if in.FinalizedAt != nil {
@@ -105,7 +108,11 @@ func (in *Invoice) WritePDF(w io.Writer) error {
 		if l.Included != 0 {
 			included = human(l.Meter, l.Included)
 		}
-		cells := [][]string{{strconv.Itoa(l.Line)}, {l.TenantSlug + " (" + l.Plan + ")"}, {l.Description},
+		tenant := ""
+		if l.TenantID != "" {
+			tenant = l.TenantSlug + " (" + l.Plan + ")"
+		}
+		cells := [][]string{{strconv.Itoa(l.Line)}, {tenant}, {l.Description},
 			{human(l.Meter, l.Quantity)}, {included}, {rateText(l.Meter, l.Rate, in.Currency)}, {Money(l.AmountCents, in.Currency)}}
 		n := 1
 		for i, c := range pdfColumns {

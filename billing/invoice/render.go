@@ -35,6 +35,22 @@ func (in *Invoice) Title() string {
 	return fmt.Sprintf("%s %d", name, *in.Number)
 }
 
+// Amending names the document a credit or correction amends: "Invoice 42
+// (inv_…)"; empty for an invoice.
+func (in *Invoice) Amending() string {
+	if in.Amends == nil {
+		return ""
+	}
+	if in.AmendsNumber == nil {
+		return *in.Amends
+	}
+	amended := Invoice{Kind: in.AmendsKind, Number: in.AmendsNumber}
+	if amended.Kind == "" {
+		amended.Kind = KindInvoice
+	}
+	return amended.Title() + " (" + *in.Amends + ")"
+}
+
 func lower(s string) string {
 	if s == "" {
 		return s
@@ -42,33 +58,52 @@ func lower(s string) string {
 	return string(s[0]|0x20) + s[1:]
 }
 
-// csvHeader is the CSV's first row; every later row is one line item.
+// csvHeader is the CSV's first row; every later row is one line item. The
+// last five columns name the document ("Credit note 43") and, for a credit
+// or correction, the document it amends and, per line of a correction, the
+// amended line.
 var csvHeader = []string{"invoice_id", "number", "status", "month", "currency", "line", "tenant_id", "tenant_slug",
-	"plan", "meter", "description", "unit", "quantity", "included", "billable", "rate_cents", "rate_per", "amount_cents"}
+	"plan", "meter", "description", "unit", "quantity", "included", "billable", "rate_cents", "rate_per", "amount_cents",
+	"document", "kind", "amends", "amends_number", "amends_line"}
+
+// csvAmount is the amount_cents column, where the total row has the total.
+const csvAmount = 17
 
 // WriteCSV writes the document's line items, one per row after a header
 // row, with the document's id, number, status, month and currency on each,
 // and a last row "total" with the total.
 func (in *Invoice) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	num := ""
+	num, amends, amendsNum := "", "", ""
 	if in.Number != nil {
 		num = strconv.FormatInt(*in.Number, 10)
 	}
+	if in.Amends != nil {
+		amends = *in.Amends
+	}
+	if in.AmendsNumber != nil {
+		amendsNum = strconv.FormatInt(*in.AmendsNumber, 10)
+	}
 	head := []string{in.ID, num, in.Status, in.Month.Format("2006-01"), in.Currency}
+	doc := []string{in.Title(), in.Kind, amends, amendsNum}
 	_ = cw.Write(csvHeader)
 	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
 	for _, l := range in.Lines {
-		rc, rp := "", ""
+		rc, rp, al := "", "", ""
 		if l.Rate != nil {
 			rc, rp = i64(l.Rate.Cents), i64(l.Rate.Per)
 		}
-		_ = cw.Write(append(head[:5:5], strconv.Itoa(l.Line), l.TenantID, l.TenantSlug, l.Plan, l.Meter, l.Description,
-			l.Unit, i64(l.Quantity), i64(l.Included), i64(l.Billable), rc, rp, i64(l.AmountCents)))
+		if l.AmendsLine != nil {
+			al = strconv.Itoa(*l.AmendsLine)
+		}
+		row := append(head[:5:5], strconv.Itoa(l.Line), l.TenantID, l.TenantSlug, l.Plan, l.Meter, l.Description,
+			l.Unit, i64(l.Quantity), i64(l.Included), i64(l.Billable), rc, rp, i64(l.AmountCents))
+		_ = cw.Write(append(append(row, doc...), al))
 	}
 	total := make([]string, len(csvHeader))
 	copy(total, head)
-	total[9], total[len(total)-1] = "total", i64(in.TotalCents)
+	copy(total[csvAmount+1:], doc)
+	total[9], total[csvAmount] = "total", i64(in.TotalCents)
 	_ = cw.Write(total)
 	cw.Flush()
 	return cw.Error()
@@ -110,6 +145,8 @@ func human(meter string, q int64) string {
 		return r.FloatString(3) + " " + unit
 	}
 	switch plan.Meter(meter) {
+	case Credit:
+		return ""
 	case plan.Messages:
 		return group(q) + " messages"
 	case plan.ConnectionTime:
@@ -124,6 +161,9 @@ func human(meter string, q int64) string {
 
 // rateText shows a rate in the units of human.
 func rateText(meter string, r *plan.Rate, currency string) string {
+	if meter == Credit {
+		return ""
+	}
 	if r == nil {
 		return "included (hard cap)"
 	}
@@ -157,11 +197,12 @@ td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}tfoot td{font-weigh
 .draft{color:#a60}@media print{.noprint{display:none}}
 </style></head><body>
 <h1>{{.Title}}{{if eq .Status "draft"}} <span class="draft">(estimate, not issued)</span>{{end}}</h1>
-<p>Berth · account <code>{{.AccountID}}</code> · document <code>{{.ID}}</code><br>
+{{with .Amending}}<p>Amends {{.}}</p>
+{{end}}<p>Berth · account <code>{{.AccountID}}</code> · document <code>{{.ID}}</code><br>
 Period {{date .Month}} to {{date .PeriodEnd}} (UTC, end exclusive){{if .FinalizedAt}} · issued {{date .FinalizedAt}}{{else}} · updated {{.UpdatedAt.Format "2006-01-02 15:04 UTC"}}{{end}}</p>
 <table><thead><tr><th class="n">#</th><th>Tenant</th><th>Item</th><th class="n">Quantity</th><th class="n">Included</th><th>Rate</th><th class="n">Amount</th></tr></thead>
 <tbody>{{$c := .Currency}}{{range .Lines}}
-<tr><td class="n">{{.Line}}</td><td>{{.TenantSlug}} <small>({{.Plan}})</small></td><td>{{.Description}}</td>
+<tr><td class="n">{{.Line}}</td><td>{{if .TenantID}}{{.TenantSlug}} <small>({{.Plan}})</small>{{end}}</td><td>{{.Description}}</td>
 <td class="n">{{human .Meter .Quantity}}</td><td class="n">{{if .Included}}{{human .Meter .Included}}{{end}}</td>
 <td>{{rate .Meter .Rate $c}}</td><td class="n">{{money .AmountCents $c}}</td></tr>{{end}}
 </tbody><tfoot><tr><td colspan="6">Total</td><td class="n">{{money .TotalCents .Currency}}</td></tr></tfoot></table>

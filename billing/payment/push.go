@@ -10,11 +10,14 @@ import (
 	"github.com/stripe/stripe-go/v82"
 )
 
-// PushFinal pushes every final invoice with something to charge that is not
-// yet in Stripe (invoice_payments) and returns how many it pushed.
+// PushFinal pushes every final invoice and correction with something to
+// charge that is not yet in Stripe (invoice_payments), each as a Stripe
+// invoice, then every credit whose amended document is in Stripe and that
+// is not yet (credit_note_payments), each as a Stripe credit note
+// (credit.go). It returns how many documents it pushed.
 func (p *Provider) PushFinal(ctx context.Context) (int, error) {
 	rows, err := p.pool.Query(ctx, `SELECT i.id FROM invoices i
-		WHERE i.status = 'final' AND i.kind = 'invoice' AND i.total_cents > 0
+		WHERE i.status = 'final' AND i.kind IN ('invoice', 'correction') AND i.total_cents > 0
 		  AND NOT EXISTS (SELECT 1 FROM invoice_payments ip WHERE ip.invoice_id = i.id)
 		ORDER BY i.number`)
 	if err != nil {
@@ -29,19 +32,26 @@ func (p *Provider) PushFinal(ctx context.Context) (int, error) {
 			return i, err
 		}
 	}
-	return len(ids), nil
+	n, err := p.pushCredits(ctx)
+	return len(ids) + n, err
 }
 
-// Push sends the final invoice id to Stripe: a draft Stripe invoice for the
-// account's customer, one invoice item per line with an amount, then
-// finalization. Every request carries an idempotency key derived from the
-// invoice id (and line number), so a push repeated after a crash creates
-// nothing twice. The Stripe invoice's id is recorded in invoice_payments.
+// Push sends the final invoice or correction id to Stripe: a draft Stripe
+// invoice for the account's customer, one invoice item per line with an
+// amount, then finalization. Every request carries an idempotency key
+// derived from the document's id (and line number), so a push repeated
+// after a crash creates nothing twice. The Stripe invoice's id is recorded
+// in invoice_payments. A correction becomes a Stripe invoice of its own,
+// its description and metadata naming the invoice it amends.
 func (p *Provider) Push(ctx context.Context, id string) error {
-	var account, currency string
+	var account, currency, kind string
 	var number int64
-	err := p.pool.QueryRow(ctx, `SELECT account_id, currency, number FROM invoices WHERE id = $1 AND status = 'final'`, id).
-		Scan(&account, &currency, &number)
+	var amends *string
+	var amendsNumber *int64
+	err := p.pool.QueryRow(ctx, `SELECT i.account_id, i.currency, i.number, i.kind, i.amends, a.number
+		FROM invoices i LEFT JOIN invoices a ON a.id = i.amends
+		WHERE i.id = $1 AND i.status = 'final' AND i.kind IN ('invoice', 'correction')`, id).
+		Scan(&account, &currency, &number, &kind, &amends, &amendsNumber)
 	if err != nil {
 		return fmt.Errorf("payment: invoice %s: %w", id, err)
 	}
@@ -54,9 +64,12 @@ func (p *Provider) Push(ctx context.Context, id string) error {
 		Customer: stripe.String(cust), AutoAdvance: stripe.Bool(true),
 		CollectionMethod:            stripe.String("charge_automatically"),
 		PendingInvoiceItemsBehavior: stripe.String("exclude"),
-		Description:                 stripe.String("Berth invoice " + strconv.FormatInt(number, 10)),
+		Description:                 stripe.String(description(kind, number, amendsNumber)),
 	}
 	ip.AddMetadata("berth_invoice_id", id)
+	if amends != nil {
+		ip.AddMetadata("berth_amends", *amends)
+	}
 	ip.SetIdempotencyKey(key)
 	si, err := p.sc.V1Invoices.Create(ctx, ip)
 	if err != nil {
@@ -102,4 +115,14 @@ func (p *Provider) Push(ctx context.Context, id string) error {
 	}
 	p.log.Info("invoice pushed to stripe", slog.String("invoice", id), slog.String("stripe_invoice", si.ID), slog.Int("lines", len(lines)))
 	return nil
+}
+
+// description is a Stripe invoice's: "Berth invoice 7", "Berth correction
+// 9 (amends invoice 7)".
+func description(kind string, number int64, amends *int64) string {
+	d := "Berth " + kind + " " + strconv.FormatInt(number, 10)
+	if amends != nil {
+		d += " (amends invoice " + strconv.FormatInt(*amends, 10) + ")"
+	}
+	return d
 }

@@ -46,9 +46,12 @@ func run() error {
 	if len(os.Args) > 1 && os.Args[1] == "grant" {
 		return grant(os.Args[2:], os.Getenv, os.Stdout)
 	}
+	if len(os.Args) > 1 && os.Args[1] == "credit" {
+		return credit(os.Args[2:], os.Getenv, time.Now, os.Stdout)
+	}
 	fs := flag.NewFlagSet("billing", flag.ContinueOnError)
 	showVersion := fs.Bool("version", false, "print the version and revision, and exit")
-	cfg, err := config.Parse(fs, os.Args[1:], os.Getenv)
+	cfg, envSet, err := config.Load(fs, os.Args[1:], os.Getenv)
 	if *showVersion { // before the error: -version needs no other setting
 		fmt.Printf("billing %s (revision %s)\n", version, revision)
 		return nil
@@ -65,6 +68,10 @@ func run() error {
 	}
 	log := slog.New(h)
 	log.Info("starting", slog.Any("config", cfg.Redacted()))
+	log.Info("settings from the environment", "env", envSet)
+	for _, t := range envSet.Typos(os.Environ()) {
+		log.Warn(t.String(), "var", t.Var, "want", t.Want)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -77,7 +84,7 @@ func run() error {
 	}
 	defer pool.Close()
 
-	mc := metering.Config{Interval: cfg.Interval, Grace: cfg.Grace, Poll: cfg.Poll,
+	mc := metering.Config{Interval: cfg.Interval, Grace: cfg.Grace, Poll: cfg.Poll, CorrectionWindow: cfg.CorrectionWindow,
 		Webhooks: webhook.New(pool, webhook.Config{AllowPrivate: cfg.WebhookAllowPrivate}, log)}
 	if !cfg.Now.IsZero() {
 		// The clock runs on from -now (tests and operators only).

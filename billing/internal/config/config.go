@@ -9,16 +9,21 @@ import (
 	"fmt"
 	"net/url"
 	"time"
+
+	"berth.dev/flagenv"
 )
 
 // Config is the billing worker's configuration.
 type Config struct {
-	DatabaseURL     string
-	Interval        time.Duration
-	Grace           time.Duration
-	Poll            time.Duration
-	LogFormat       string
-	ShutdownTimeout time.Duration
+	DatabaseURL string
+	Interval    time.Duration
+	Grace       time.Duration
+	Poll        time.Duration
+	// CorrectionWindow is how long after a month's end late usage is
+	// billed by a correction (docs/billing.md, "Credits and corrections").
+	CorrectionWindow time.Duration
+	LogFormat        string
+	ShutdownTimeout  time.Duration
 	// Payment through Stripe (docs/billing.md, "Payment"); no key: disabled.
 	StripeKey string
 	StripeURL string
@@ -32,18 +37,24 @@ type Config struct {
 	Now time.Time
 }
 
-var env = map[string]string{
-	"database-url":     "DATABASE_URL",
-	"interval":         "BERTH_BILLING_INTERVAL",
-	"grace":            "BERTH_BILLING_GRACE",
-	"leader-poll":      "BERTH_BILLING_LEADER_POLL",
-	"log-format":       "BERTH_LOG_FORMAT",
-	"shutdown-timeout": "BERTH_SHUTDOWN_TIMEOUT",
-	"stripe-key":       "BERTH_STRIPE_KEY",
-	"stripe-url":       "BERTH_STRIPE_URL",
-	"now":              "BERTH_BILLING_NOW",
-
-	"webhook-allow-private": "BERTH_BILLING_WEBHOOK_ALLOW_PRIVATE",
+// EnvRule names the environment variable behind each flag:
+// BERTH_BILLING_<FLAG> (upper case, '-' as '_'), but DATABASE_URL and the
+// names the API shares (BERTH_LOG_FORMAT, BERTH_SHUTDOWN_TIMEOUT,
+// BERTH_STRIPE_KEY, BERTH_STRIPE_URL); -version reads none.
+func EnvRule() flagenv.Rule {
+	return flagenv.Rule{
+		Prefix: "BERTH_BILLING_",
+		Aliases: map[string][]string{
+			"database-url":     {"DATABASE_URL"},
+			"log-format":       {"BERTH_LOG_FORMAT"},
+			"shutdown-timeout": {"BERTH_SHUTDOWN_TIMEOUT"},
+			"stripe-key":       {"BERTH_STRIPE_KEY"},
+			"stripe-url":       {"BERTH_STRIPE_URL"},
+		},
+		Skip:   []string{"version"},
+		Secret: []string{"stripe-key"},
+		Watch:  "BERTH_",
+	}
 }
 
 // Register declares the flags, with their defaults, on fs.
@@ -52,6 +63,8 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Interval, "interval", time.Minute, "how often the leader recomputes meters and drafts (BERTH_BILLING_INTERVAL)")
 	fs.DurationVar(&c.Grace, "grace", time.Hour, "how long after a month's end its invoices stay drafts, for late usage flushes (BERTH_BILLING_GRACE)")
 	fs.DurationVar(&c.Poll, "leader-poll", 5*time.Second, "how often a waiting worker tries for the leader lock (BERTH_BILLING_LEADER_POLL)")
+	fs.DurationVar(&c.CorrectionWindow, "correction-window", 72*time.Hour,
+		"how long after a month's end usage landing late is billed by a correction (BERTH_BILLING_CORRECTION_WINDOW)")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "json or text (BERTH_LOG_FORMAT)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a SIGTERM waits for the current run (BERTH_SHUTDOWN_TIMEOUT)")
 	fs.StringVar(&c.StripeKey, "stripe-key", "", "Stripe secret key; empty: payment disabled (BERTH_STRIPE_KEY)")
@@ -84,32 +97,25 @@ func (f *timeFlag) Set(s string) error {
 	return nil
 }
 
-// Parse parses args into a Config, then fills flags not given from getenv,
-// then validates.
+// Parse parses args into a Config, then fills flags not given from getenv
+// (EnvRule), then validates.
 func Parse(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
+	c, _, err := Load(fs, args, getenv)
+	return c, err
+}
+
+// Load is Parse, also reporting which variables set which flags.
+func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, flagenv.Report, error) {
 	var c Config
 	c.Register(fs)
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		return c, flagenv.Report{}, err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var errs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		name, ok := env[f.Name]
-		if !ok || set[f.Name] {
-			return
-		}
-		if v := getenv(name); v != "" {
-			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("config: %s: %w", name, err))
-			}
-		}
-	})
-	if err := errors.Join(errs...); err != nil {
-		return c, err
+	rep, err := EnvRule().Apply(fs, getenv)
+	if err != nil {
+		return c, rep, fmt.Errorf("config: %w", err)
 	}
-	return c, c.Validate()
+	return c, rep, c.Validate()
 }
 
 // Validate reports every invalid setting.
@@ -118,7 +124,7 @@ func (c *Config) Validate() error {
 	if c.DatabaseURL == "" {
 		errs = append(errs, errors.New("config: -database-url (DATABASE_URL) is required"))
 	}
-	for name, d := range map[string]time.Duration{"interval": c.Interval, "grace": c.Grace, "leader-poll": c.Poll, "shutdown-timeout": c.ShutdownTimeout} {
+	for name, d := range map[string]time.Duration{"interval": c.Interval, "grace": c.Grace, "leader-poll": c.Poll, "correction-window": c.CorrectionWindow, "shutdown-timeout": c.ShutdownTimeout} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("config: -%s must be positive", name))
 		}

@@ -8,12 +8,14 @@ import (
 )
 
 func TestEnvFillsFlagsNotGiven(t *testing.T) {
-	env := map[string]string{"DATABASE_URL": "postgres://u:secret@db/x", "BERTH_BILLING_INTERVAL": "30s", "BERTH_BILLING_GRACE": "2h"}
+	env := map[string]string{"DATABASE_URL": "postgres://u:secret@db/x", "BERTH_BILLING_INTERVAL": "30s", "BERTH_BILLING_GRACE": "2h",
+		"BERTH_BILLING_CORRECTION_WINDOW": "24h"}
 	c, err := Parse(flag.NewFlagSet("t", flag.ContinueOnError), []string{"-grace", "3h"}, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Interval != 30*time.Second || c.Grace != 3*time.Hour || c.Poll != 5*time.Second || c.DatabaseURL != env["DATABASE_URL"] {
+	if c.Interval != 30*time.Second || c.Grace != 3*time.Hour || c.Poll != 5*time.Second || c.CorrectionWindow != 24*time.Hour ||
+		c.DatabaseURL != env["DATABASE_URL"] {
 		t.Fatalf("config %+v", c)
 	}
 	if r := c.Redacted(); strings.Contains(r.DatabaseURL, "secret") {
@@ -39,8 +41,8 @@ func TestNow(t *testing.T) {
 		t.Fatalf("now %v, %v", c.Now, err)
 	}
 	c, err = Parse(flag.NewFlagSet("t", flag.ContinueOnError), []string{"-database-url", "postgres://db/x"}, func(string) string { return "" })
-	if err != nil || !c.Now.IsZero() {
-		t.Fatalf("default now %v, %v", c.Now, err)
+	if err != nil || !c.Now.IsZero() || c.CorrectionWindow != 72*time.Hour {
+		t.Fatalf("default now %v, correction window %v, %v", c.Now, c.CorrectionWindow, err)
 	}
 	env["BERTH_BILLING_NOW"] = "yesterday"
 	if _, err := Parse(flag.NewFlagSet("t", flag.ContinueOnError), nil, func(k string) string { return env[k] }); err == nil ||

@@ -39,7 +39,8 @@ const (
 )
 
 // hook, when set (tests), runs inside Bill's transaction after the meters
-// are written and before the invoice is; an error aborts the transaction.
+// are written and before the invoice is (in Correct's, before the
+// correction is); an error aborts the transaction.
 type hook func(ctx context.Context, tx pgx.Tx) error
 
 // Bill recomputes account's meters for month and its invoice's lines in one
@@ -81,18 +82,7 @@ func bill(ctx context.Context, db beginner, account string, month, now time.Time
 		if _, err := tx.Exec(ctx, `DELETE FROM invoice_lines WHERE invoice_id = $1`, id); err != nil {
 			return err
 		}
-		rows := make([][]any, len(lines))
-		for i, l := range lines {
-			var rc, rp *int64
-			if l.Rate != nil {
-				rc, rp = &l.Rate.Cents, &l.Rate.Per
-			}
-			rows[i] = []any{id, l.Line, l.TenantID, l.TenantSlug, l.Plan, l.Meter, l.Description, l.Unit,
-				l.Quantity, l.Included, l.Billable, rc, rp, l.AmountCents}
-		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"invoice_lines"}, []string{"invoice_id", "line", "tenant_id",
-			"tenant_slug", "plan", "meter", "description", "unit", "quantity", "included", "billable",
-			"rate_cents", "rate_per", "amount_cents"}, pgx.CopyFromRows(rows)); err != nil {
+		if err := writeLines(ctx, tx, id, lines); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE invoices SET total_cents = $2, currency = $3, updated_at = $4 WHERE id = $1`,
@@ -103,11 +93,7 @@ func bill(ctx context.Context, db beginner, account string, month, now time.Time
 		if !finalize {
 			return nil
 		}
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, numberLock); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE invoices SET status = 'final', finalized_at = $2,
-			number = (SELECT coalesce(max(number), 0) + 1 FROM invoices) WHERE id = $1`, id, now); err != nil {
+		if _, err := issue(ctx, tx, id, now); err != nil {
 			return err
 		}
 		did = Finalized
@@ -117,6 +103,65 @@ func bill(ctx context.Context, db beginner, account string, month, now time.Time
 		return 0, fmt.Errorf("metering: bill %s %s: %w", account, month.Format("2006-01"), err)
 	}
 	return did, nil
+}
+
+// writeLines adds lines to the document id (a draft, or one being issued
+// in this transaction).
+func writeLines(ctx context.Context, tx pgx.Tx, id string, lines []invoice.Line) error {
+	rows := make([][]any, len(lines))
+	for i, l := range lines {
+		var rc, rp *int64
+		if l.Rate != nil {
+			rc, rp = &l.Rate.Cents, &l.Rate.Per
+		}
+		rows[i] = []any{id, l.Line, l.TenantID, l.TenantSlug, l.Plan, l.Meter, l.Description, l.Unit,
+			l.Quantity, l.Included, l.Billable, rc, rp, l.AmountCents, l.AmendsLine}
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"invoice_lines"}, []string{"invoice_id", "line", "tenant_id",
+		"tenant_slug", "plan", "meter", "description", "unit", "quantity", "included", "billable",
+		"rate_cents", "rate_per", "amount_cents", "amends_line"}, pgx.CopyFromRows(rows))
+	return err
+}
+
+// issue issues the draft document id at now: it takes the next number
+// under numberLock (one sequence, without gaps, for invoices, corrections
+// and credits) and makes it final, after which neither it nor its lines
+// change. It returns the number.
+func issue(ctx context.Context, tx pgx.Tx, id string, now time.Time) (int64, error) {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, numberLock); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := tx.QueryRow(ctx, `UPDATE invoices SET status = 'final', finalized_at = $2,
+		number = (SELECT coalesce(max(number), 0) + 1 FROM invoices) WHERE id = $1 RETURNING number`, id, now).Scan(&n)
+	return n, err
+}
+
+// amendment is a credit or correction to issue: a new document amending
+// the issued document amends.
+type amendment struct {
+	kind, amends, account, currency string
+	month                           time.Time
+	lines                           []invoice.Line // numbered from 1
+}
+
+// issueAmendment writes a and issues it at once, within tx; it returns its
+// id and number.
+func issueAmendment(ctx context.Context, tx pgx.Tx, a amendment, now time.Time) (string, int64, error) {
+	var total int64
+	for _, l := range a.lines {
+		total += l.AmountCents
+	}
+	id := newID()
+	if _, err := tx.Exec(ctx, `INSERT INTO invoices (id, account_id, month, kind, amends, status, currency, total_cents, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, 'draft', $6, $7, $8, $8)`, id, a.account, a.month, a.kind, a.amends, a.currency, total, now); err != nil {
+		return "", 0, err
+	}
+	if err := writeLines(ctx, tx, id, a.lines); err != nil {
+		return "", 0, err
+	}
+	n, err := issue(ctx, tx, id, now)
+	return id, n, err
 }
 
 // lockInvoice returns the id and status of account's invoice for month,

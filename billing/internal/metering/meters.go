@@ -2,7 +2,9 @@
 // into monthly meters per tenant (and per account, their sum) and keeps
 // each account's invoice for each UTC month: a draft recomputed while the
 // month runs, finalized once the month has ended (after a grace for late
-// flushes) into a numbered, immutable invoice.
+// flushes) into a numbered, immutable invoice. What amends an issued
+// invoice is a new document: a correction for usage that landed after it
+// (corrections.go), a credit note an operator issues (credit.go).
 //
 // Exactness. The minute rows of usage are the source (the nodes' flushes
 // are idempotent transactions; see broker/internal/usage); the messages

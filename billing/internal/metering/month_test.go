@@ -199,7 +199,8 @@ func TestMonthWalk(t *testing.T) {
 		t.Fatalf("February draft: %s, pro messages %d, want 999", status, got[len(got)-4].Quantity)
 	}
 
-	// Late usage for January changes nothing issued.
+	// Late usage for January changes nothing issued (a correction, a
+	// document of its own, bills it: corrections_test.go).
 	must(flush(ctx, pool, usageRow{"ten_a_pro", "n1", at("2026-01-31T23:59:00Z"), 7, 0, 0, 0, 0}))
 	set("2026-02-02T00:00:00Z")
 	run()

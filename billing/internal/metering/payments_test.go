@@ -13,8 +13,9 @@ import (
 // TestRunPushesFinalInvoicesToStripe: with a payment provider (Stripe's
 // stripe-mock), a run pushes the invoice it issues once its month is final
 // (invoice_payments gets the Stripe invoice id) and never a draft; the next
-// run pushes nothing again; an account whose payment grace has ended is
-// capped by the run.
+// run pushes nothing again; a correction for late usage is pushed as a
+// Stripe invoice and an operator's credit as a credit note; an account
+// whose payment grace has ended is capped by the run.
 func TestRunPushesFinalInvoicesToStripe(t *testing.T) {
 	pool := testenv.Postgres(t)
 	ctx := context.Background()
@@ -60,6 +61,33 @@ func TestRunPushesFinalInvoicesToStripe(t *testing.T) {
 	if r, err := w.RunOnce(ctx); err != nil || r.Pushed != 0 {
 		t.Fatalf("next run: %+v, %v; want nothing pushed twice", r, err)
 	}
+
+	// Late usage: a correction, pushed as a Stripe invoice of its own; an
+	// operator's credit of the invoice, pushed as a Stripe credit note.
+	if err := flush(ctx, pool, usageRow{"ten_a_pro", "n2", jan.Add(72 * time.Hour), 5_000_000, 0, 0, 0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := w.RunOnce(ctx); err != nil || r.Corrected != 1 || r.Pushed != 1 {
+		t.Fatalf("run after late usage: %+v, %v; want a correction issued and pushed", r, err)
+	}
+	var invID string
+	var corrections int
+	if err := pool.QueryRow(ctx, `SELECT i.id, (SELECT count(*) FROM invoices c JOIN invoice_payments ip ON ip.invoice_id = c.id
+		WHERE c.amends = i.id AND c.kind = 'correction' AND c.total_cents = 100)
+		FROM invoices i WHERE i.account_id = 'acc_a' AND i.month = $1 AND i.kind = 'invoice'`, jan).Scan(&invID, &corrections); err != nil || corrections != 1 {
+		t.Fatalf("pushed corrections of 100 cents: %d, %v", corrections, err)
+	}
+	if _, err := Credit(ctx, pool, invID, 900, "goodwill", *clock.Load()); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := w.RunOnce(ctx); err != nil || r.Pushed != 1 {
+		t.Fatalf("run after a credit: %+v, %v; want the credit note pushed", r, err)
+	}
+	var cn string
+	if err := pool.QueryRow(ctx, `SELECT stripe_credit_note_id FROM credit_note_payments`).Scan(&cn); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("late usage: a correction of 100 cents pushed; a credit of 900 cents pushed as %s", cn)
 
 	if _, err := pool.Exec(ctx, `UPDATE accounts SET payment_state = 'grace', grace_until = $1 WHERE id = 'acc_a'`,
 		jan.AddDate(0, 1, 0).Add(90*time.Minute)); err != nil {

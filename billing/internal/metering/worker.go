@@ -29,10 +29,15 @@ type Config struct {
 	Grace time.Duration
 	// Poll is how often a waiting worker tries for the lock; default 5s.
 	Poll time.Duration
+	// CorrectionWindow is how long after a month's end usage landing late
+	// is billed by a correction (corrections.go); default
+	// DefaultCorrectionWindow.
+	CorrectionWindow time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Payments, when set, takes each run's final invoices to the payment
-	// provider and caps the accounts whose payment grace has ended.
+	// Payments, when set, takes each run's final documents (invoices,
+	// corrections, credits) to the payment provider and caps the accounts
+	// whose payment grace has ended.
 	Payments Payments
 	// Webhooks, when set, delivers the budget notices' webhooks due
 	// (*webhook.Deliverer) at each run.
@@ -60,6 +65,9 @@ func (c Config) withDefaults() Config {
 	if c.Poll <= 0 {
 		c.Poll = 5 * time.Second
 	}
+	if c.CorrectionWindow <= 0 {
+		c.CorrectionWindow = DefaultCorrectionWindow
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -72,7 +80,7 @@ type Worker struct {
 	cfg     Config
 	log     *slog.Logger
 	leading atomic.Bool
-	hook    hook // tests: runs inside each Bill transaction
+	hook    hook // tests: runs inside each Bill and Correct transaction
 }
 
 // New returns a worker over pool; zero fields of cfg take their defaults.
@@ -123,7 +131,7 @@ func (w *Worker) lead(ctx context.Context, lease *leader.Lease) error {
 			}
 			w.log.Error("billing run failed; will retry", "err", err)
 		} else {
-			w.log.Debug("billing run", "drafted", r.Drafted, "finalized", r.Finalized, "months_closed", r.MonthsClosed,
+			w.log.Debug("billing run", "drafted", r.Drafted, "finalized", r.Finalized, "corrected", r.Corrected, "months_closed", r.MonthsClosed,
 				"pushed", r.Pushed, "capped", r.Capped, "budget_notices", r.BudgetNotices,
 				"webhooks_delivered", r.Webhooks.Delivered, "webhooks_retried", r.Webhooks.Retried)
 		}
@@ -138,6 +146,7 @@ func (w *Worker) lead(ctx context.Context, lease *leader.Lease) error {
 // Report says what one run did.
 type Report struct {
 	Drafted, Finalized, MonthsClosed int
+	Corrected                        int // corrections issued for late usage
 	Pushed, Capped                   int // with Config.Payments
 	BudgetNotices                    int // budget thresholds reached (budget_notifications)
 	Webhooks                         webhook.Report
@@ -145,7 +154,9 @@ type Report struct {
 
 // RunOnce bills every open month: each account with a tenant within it gets
 // its draft recomputed, or, once the month ended more than Grace ago, its
-// invoice issued; a month whose invoices are all issued is closed. It is
+// invoice issued; a month whose invoices are all issued is closed; an
+// issued invoice of a month ended within CorrectionWindow whose usage grew
+// since gets a correction (corrections.go). It is
 // safe to run concurrently with itself (each account's month is one
 // transaction holding the invoice's row lock), though Run runs it only
 // while leading. Then it checks budgets against the running month's drafts
@@ -156,6 +167,9 @@ func (w *Worker) RunOnce(ctx context.Context) (Report, error) {
 	now := w.cfg.Now().UTC()
 	r, err := w.bill(ctx, now)
 	if err != nil {
+		return r, err
+	}
+	if r.Corrected, err = w.correctAll(ctx, now); err != nil {
 		return r, err
 	}
 	free, err := plan.Lookup("free")

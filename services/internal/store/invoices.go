@@ -12,12 +12,18 @@ import (
 // Invoices are written by the billing worker (billing/cmd/billing); the API
 // only reads them.
 
-const invoiceColumns = `id, account_id, kind, amends, status, number, month, currency, total_cents, created_at, updated_at, finalized_at`
+// invoiceColumns are read from invoices i LEFT JOIN invoices a ON a.id =
+// i.amends: a credit's or correction's amended document gives its number
+// and kind.
+const invoiceColumns = `i.id, i.account_id, i.kind, i.amends, a.number, coalesce(a.kind, ''), i.status, i.number, i.month,
+	i.currency, i.total_cents, i.created_at, i.updated_at, i.finalized_at`
+
+const invoicesFrom = ` FROM invoices i LEFT JOIN invoices a ON a.id = i.amends `
 
 func scanInvoice(row pgx.Row) (invoice.Invoice, error) {
 	var in invoice.Invoice
-	err := row.Scan(&in.ID, &in.AccountID, &in.Kind, &in.Amends, &in.Status, &in.Number, &in.Month, &in.Currency,
-		&in.TotalCents, &in.CreatedAt, &in.UpdatedAt, &in.FinalizedAt)
+	err := row.Scan(&in.ID, &in.AccountID, &in.Kind, &in.Amends, &in.AmendsNumber, &in.AmendsKind, &in.Status, &in.Number,
+		&in.Month, &in.Currency, &in.TotalCents, &in.CreatedAt, &in.UpdatedAt, &in.FinalizedAt)
 	in.Month, in.CreatedAt, in.UpdatedAt = in.Month.UTC(), in.CreatedAt.UTC(), in.UpdatedAt.UTC()
 	if in.FinalizedAt != nil {
 		*in.FinalizedAt = in.FinalizedAt.UTC()
@@ -25,15 +31,16 @@ func scanInvoice(row pgx.Row) (invoice.Invoice, error) {
 	return in, err
 }
 
-// ListInvoices pages through an account's invoices, newest month first
-// (the running month's draft first), without their lines. The cursor's At
+// ListInvoices pages through an account's invoices, credit notes and
+// corrections, newest month first (the running month's draft first),
+// without their lines. The cursor's At
 // is the month.
 func (s *Store) ListInvoices(ctx context.Context, accountID string, p Page) ([]invoice.Invoice, *Cursor, error) {
 	at, id := p.afterArgs()
 	rows, err := s.pool.Query(ctx,
-		`SELECT `+invoiceColumns+` FROM invoices
-		 WHERE account_id = $1 AND ($2::timestamptz IS NULL OR (month, id) < ($2, $3::text))
-		 ORDER BY month DESC, id DESC LIMIT $4`, accountID, at, id, p.Limit+1)
+		`SELECT `+invoiceColumns+invoicesFrom+`
+		 WHERE i.account_id = $1 AND ($2::timestamptz IS NULL OR (i.month, i.id) < ($2, $3::text))
+		 ORDER BY i.month DESC, i.id DESC LIMIT $4`, accountID, at, id, p.Limit+1)
 	if err != nil {
 		return nil, nil, classify("list invoices", err)
 	}
@@ -53,12 +60,12 @@ func (s *Store) GetInvoice(ctx context.Context, accountID, id string) (invoice.I
 		return invoice.Invoice{}, classify("get invoice", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	in, err := scanInvoice(tx.QueryRow(ctx, `SELECT `+invoiceColumns+` FROM invoices WHERE id = $1 AND account_id = $2`, id, accountID))
+	in, err := scanInvoice(tx.QueryRow(ctx, `SELECT `+invoiceColumns+invoicesFrom+`WHERE i.id = $1 AND i.account_id = $2`, id, accountID))
 	if err != nil {
 		return in, classify("get invoice", err)
 	}
 	rows, err := tx.Query(ctx, `SELECT line, tenant_id, tenant_slug, plan, meter, description, unit, quantity, included, billable,
-		rate_cents, rate_per, amount_cents FROM invoice_lines WHERE invoice_id = $1 ORDER BY line`, id)
+		rate_cents, rate_per, amount_cents, amends_line FROM invoice_lines WHERE invoice_id = $1 ORDER BY line`, id)
 	if err != nil {
 		return in, classify("get invoice", err)
 	}
@@ -68,7 +75,7 @@ func (s *Store) GetInvoice(ctx context.Context, accountID, id string) (invoice.I
 			rc, rp *int64
 		)
 		err := row.Scan(&l.Line, &l.TenantID, &l.TenantSlug, &l.Plan, &l.Meter, &l.Description, &l.Unit, &l.Quantity,
-			&l.Included, &l.Billable, &rc, &rp, &l.AmountCents)
+			&l.Included, &l.Billable, &rc, &rp, &l.AmountCents, &l.AmendsLine)
 		if rc != nil && rp != nil {
 			l.Rate = &plan.Rate{Cents: *rc, Per: *rp}
 		}
