@@ -165,6 +165,8 @@ func (n *Node) adminHandler() http.Handler {
 	}))
 	mux.HandleFunc("POST /admin/tenants/{tid}/publish", n.withTenant(n.handlePublish))
 	mux.Handle("GET /metrics", n.metricsHandler())
+	mux.HandleFunc("POST /admin/drain", n.handleDrain) // drain.go
+	mux.HandleFunc("DELETE /admin/drain", n.handleUndrain)
 	return n.requireToken(mux)
 }
 

@@ -97,6 +97,10 @@ type Config struct {
 	Replicas       int
 	RaftTick       time.Duration
 	ProposeTimeout time.Duration
+	// RaftSnapshotEntries and RaftCatchUpEntries override the groups'
+	// compaction (replica.Config.SnapshotEntries, CatchUpEntries; 0: the
+	// defaults, 10,000 and 5,000). Tests make them small.
+	RaftSnapshotEntries, RaftCatchUpEntries uint64
 
 	HeaderTimeout     time.Duration // for the PROXY header; default 5 s
 	UsageInterval     time.Duration // usage flush period; default 10 s

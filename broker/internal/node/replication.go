@@ -87,6 +87,9 @@ type replicas struct {
 
 	mu     sync.Mutex
 	groups map[string]*replGroup // by tenant id
+
+	// draining: hand every leadership over, take none (drain.go).
+	draining atomic.Bool
 }
 
 // replGroup is a tenant's group on this node.
@@ -95,6 +98,9 @@ type replGroup struct {
 	g     *replica.Group
 	log   *tenantlog.Log
 	state atomic.Int32
+	// handOffAt is when a drain last asked the group to transfer its
+	// leadership (leadLoop's).
+	handOffAt time.Time
 }
 
 // startReplication brings up the peer transport and the groups of the
@@ -110,6 +116,7 @@ func (n *Node) startReplication(ctx context.Context) error {
 	host, err := replica.New(replica.Config{
 		NodeID: r.self, Listen: c.PeerListen, Secret: c.PeerSecret, Dir: filepath.Join(c.DataDir, "raft"),
 		Fsync: c.Fsync, TickInterval: c.RaftTick, Quiesce: true, Logger: n.log,
+		SnapshotEntries: c.RaftSnapshotEntries, CatchUpEntries: c.RaftCatchUpEntries,
 	})
 	if err != nil {
 		return fmt.Errorf("node: replication: %w", err)
@@ -266,7 +273,12 @@ func (r *replicas) leadLoop() {
 			list = append(list, rg)
 		}
 		r.mu.Unlock()
+		budget := max(1, int(drainPerSecond*every/time.Second)) // leadership transfers this tick
+		now := time.Now()
 		for _, rg := range list {
+			if budget > 0 && r.draining.Load() && rg.g.Leader() == r.self && r.handOff(rg, now) {
+				budget--
+			}
 			r.follow(rg)
 		}
 	}
@@ -276,7 +288,7 @@ func (r *replicas) leadLoop() {
 func (r *replicas) follow(rg *replGroup) {
 	lead := rg.g.Leader() == r.self
 	switch st := rg.state.Load(); {
-	case st == following && lead:
+	case st == following && lead && !r.draining.Load():
 		rg.state.Store(starting)
 		r.n.goBackground(func() { r.lead(rg) })
 	case st == serving && (!lead || !rg.log.Leading()):

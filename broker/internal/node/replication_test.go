@@ -27,6 +27,7 @@ const replTenant = "ten_r"
 type cluster struct {
 	nodes []*testNode
 	ids   []string
+	url   string
 }
 
 func freePorts(t *testing.T, n int) []string {
@@ -47,7 +48,7 @@ func freePorts(t *testing.T, n int) []string {
 	return addrs
 }
 
-func startCluster(t *testing.T) *cluster {
+func startCluster(t *testing.T, change ...func(*Config)) *cluster {
 	t.Helper()
 	url := testenv.DatabaseURL(t)
 	pool, err := pgxpool.New(context.Background(), url)
@@ -56,7 +57,7 @@ func startCluster(t *testing.T) *cluster {
 	}
 	t.Cleanup(pool.Close)
 	tenanttest.Seed(t, pool, replTenant, tenanttest.Pro()) // a message rate for a stream
-	c := &cluster{ids: []string{"node-r1", "node-r2", "node-r3"}}
+	c := &cluster{ids: []string{"node-r1", "node-r2", "node-r3"}, url: url}
 	addrs := freePorts(t, 3)
 	for i, id := range c.ids {
 		var peers []Peer
@@ -72,6 +73,9 @@ func startCluster(t *testing.T) *cluster {
 			cfg.ProposeTimeout = 2 * time.Second
 			if os.Getenv("REPLICATION_LOG") != "" {
 				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", id)
+			}
+			for _, f := range change {
+				f(cfg)
 			}
 		}))
 	}

@@ -69,7 +69,13 @@
 //	length 4 B | kind 1 B | group id 8 B | payload | HMAC(key, seq 8 B | length | kind | group | payload)
 //
 // Kinds: 1 raft message (protobuf raftpb.Message), 2 quiesce heartbeat (a
-// MsgHeartbeat), 3 node liveness (empty, group 0). A listener refuses an
+// MsgHeartbeat), 3 node liveness (empty, group 0). A snapshot of a
+// FileState group goes on a connection dialed for it alone (same
+// handshake), written blocking: 4 begin (index 8 B), 5 chunk (path len
+// 2 B | path, relative, "/"-separated | offset 8 B | ≤ 1 MiB of the file),
+// 6 end (file count 4 B | byte count 8 B | the MsgSnap, protobuf); the
+// sender then half-closes and waits for the follower to close
+// (snapstream.go). A listener refuses an
 // unknown node, a wrong proof, a bad MAC (it closes the connection) and a
 // message whose From is not the authenticated peer or whose To is not
 // itself. Frames are authenticated, not encrypted.

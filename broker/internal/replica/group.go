@@ -67,6 +67,8 @@ type Group struct {
 	pokec  chan struct{}
 	recvc  chan inMsg
 	propc  chan *proposal
+	snapc  chan snapResult
+	xferc  chan uint64 // TransferLeadership's target
 	stopc  chan struct{}
 	donec  chan struct{}
 	closed atomic.Bool
@@ -85,6 +87,7 @@ type Group struct {
 	byIndex   map[uint64]uint64 // log index → seq of this node's entry there
 	applied   uint64
 	confState *pb.ConfState
+	streaming map[uint64]bool // followers a snapshot stream runs to
 	lead      uint64
 	err       error
 	leadAtom  atomic.Uint64
@@ -111,7 +114,7 @@ func newGroup(h *Host, id uint64, voters []uint64, sm StateMachine) (*Group, err
 	g := &Group{
 		id: id, node: h.cfg.NodeID, h: h, rn: rn, store: store, sm: sm, log: log,
 		tickc: make(chan struct{}, 1), pokec: make(chan struct{}, 1),
-		recvc: make(chan inMsg, 1024), propc: make(chan *proposal, 1024),
+		recvc: make(chan inMsg, 1024), propc: make(chan *proposal, 1024), snapc: make(chan snapResult, 1), xferc: make(chan uint64, 1), streaming: map[uint64]bool{},
 		stopc: make(chan struct{}), donec: make(chan struct{}),
 		pending: map[uint64]*proposal{}, byIndex: map[uint64]uint64{},
 		confState: proto.Clone(cs).(*pb.ConfState),
@@ -138,6 +141,28 @@ func (g *Group) Term() uint64 { return g.termAtom.Load() }
 
 // Applied is the index of the last entry applied to the state machine.
 func (g *Group) Applied() uint64 { return g.applAtom.Load() }
+
+// FirstIndex is the first raft log entry this node still has (in memory;
+// before it, a follower needs a snapshot).
+func (g *Group) FirstIndex() uint64 {
+	i, _ := g.store.FirstIndex() // MemoryStorage: safe from any goroutine
+	return i
+}
+
+// TransferLeadership asks the group, if this node leads it, to hand the
+// leadership to voter to (raft's leadership transfer: the leader stops
+// taking proposals, catches to up, then tells it to campaign at once; it
+// gives up after an election timeout). It does not wait: Leader tells.
+func (g *Group) TransferLeadership(to uint64) error {
+	if g.closed.Load() {
+		return ErrClosed
+	}
+	select {
+	case g.xferc <- to:
+	default: // one is pending; the caller asks again if it must
+	}
+	return nil
+}
 
 // Quiesced reports whether the group stopped ticking (idle, all caught up).
 func (g *Group) Quiesced() bool { return g.quiesced.Load() }
@@ -259,6 +284,11 @@ func (g *Group) run() {
 			ticked = true
 		case <-g.pokec:
 			g.onLiveness()
+		case r := <-g.snapc:
+			g.snapDone(r)
+		case to := <-g.xferc:
+			g.wake(false)
+			g.rn.TransferLeader(to)
 		case m := <-g.recvc:
 			g.step(m)
 			for i := 0; i < batchMax; i++ {
@@ -329,6 +359,15 @@ func (g *Group) handleReady() error {
 			g.lead = rd.SoftState.Lead
 			g.leadAtom.Store(g.lead)
 		}
+		installed := false
+		if snap := rd.Snapshot; snap != nil && !raft.IsEmptySnap(snap) {
+			if fs, ok := g.sm.(FileState); ok {
+				var err error
+				if installed, err = g.installSnapshot(fs, snap); err != nil {
+					return err
+				}
+			}
+		}
 		if err := g.store.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync); err != nil {
 			return err
 		}
@@ -341,8 +380,10 @@ func (g *Group) handleReady() error {
 			}
 		}
 		if snap := rd.Snapshot; snap != nil && !raft.IsEmptySnap(snap) {
-			if err := g.sm.Restore(snap.GetData()); err != nil {
-				return fmt.Errorf("replica: restore snapshot %d: %w", snap.GetMetadata().GetIndex(), err)
+			if !installed {
+				if err := g.sm.Restore(snap.GetData()); err != nil {
+					return fmt.Errorf("replica: restore snapshot %d: %w", snap.GetMetadata().GetIndex(), err)
+				}
 			}
 			g.applied = snap.GetMetadata().GetIndex()
 			g.confState = proto.Clone(snap.GetMetadata().GetConfState()).(*pb.ConfState)
@@ -353,7 +394,11 @@ func (g *Group) handleReady() error {
 				}
 			}
 		}
-		reports := g.h.sendMessages(g.id, rd.Messages)
+		msgs := rd.Messages
+		if fs, ok := g.sm.(FileState); ok {
+			msgs = g.takeSnapshots(fs, msgs)
+		}
+		reports := g.h.sendMessages(g.id, msgs)
 		if err := g.apply(rd.CommittedEntries); err != nil {
 			return err
 		}

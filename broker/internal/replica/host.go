@@ -106,6 +106,9 @@ type Host struct {
 	done chan struct{}
 
 	unknownGroup atomic.Uint64
+
+	incoming                                             map[[2]uint64]*snapIn // (from, group): snapshot streams, guarded by mu
+	snapshotsSent, snapshotsReceived, snapshotsInstalled atomic.Uint64
 }
 
 // New listens for peers and starts the ticker.
@@ -116,7 +119,7 @@ func New(cfg Config) (*Host, error) {
 	cfg = cfg.withDefaults()
 	h := &Host{
 		cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), groups: map[uint64]*Group{},
-		seen: map[uint64]*atomic.Int64{}, live: map[uint64]bool{},
+		seen: map[uint64]*atomic.Int64{}, live: map[uint64]bool{}, incoming: map[[2]uint64]*snapIn{},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	tr, err := newTransport(cfg.NodeID, cfg.Listen, cfg.Secret, cfg.QueueLen, h.log, h.handleFrame)
@@ -132,8 +135,12 @@ func New(cfg Config) (*Host, error) {
 // Addr is the peer transport's listening address.
 func (h *Host) Addr() string { return h.tr.Addr() }
 
-// Stats returns the peer transport's counters.
-func (h *Host) Stats() TransportStats { return h.tr.Stats() }
+// Stats returns the peer transport's counters and the snapshot streams'.
+func (h *Host) Stats() TransportStats {
+	s := h.tr.Stats()
+	s.SnapshotsSent, s.SnapshotsReceived, s.SnapshotsInstalled = h.snapshotsSent.Load(), h.snapshotsReceived.Load(), h.snapshotsInstalled.Load()
+	return s
+}
 
 // AddPeer makes a node reachable at addr. Call it for every other node.
 func (h *Host) AddPeer(id uint64, addr string) {
@@ -205,6 +212,10 @@ func (h *Host) Close() error {
 	return errors.Join(errs...)
 }
 
+// Alive reports whether a peer sent anything within the liveness window,
+// as of the last tick (this node: true).
+func (h *Host) Alive(id uint64) bool { return h.alive(id) }
+
 // alive reports whether a peer sent anything within the liveness window, as
 // of the last tick. This node is always alive.
 func (h *Host) alive(id uint64) bool {
@@ -271,12 +282,16 @@ func (h *Host) handleFrame(from uint64, kind byte, group uint64, payload []byte)
 	if kind == kindAlive {
 		return
 	}
-	if kind != kindRaft && kind != kindQuiesce {
+	if kind != kindRaft && kind != kindQuiesce && kind != kindSnapBegin && kind != kindSnapChunk && kind != kindSnapEnd {
 		h.tr.badMessages.Add(1)
 		return
 	}
 	if g == nil {
 		h.unknownGroup.Add(1)
+		return
+	}
+	if kind >= kindSnapBegin {
+		h.receiveSnapshot(from, kind, g, payload)
 		return
 	}
 	m := new(pb.Message)

@@ -3,6 +3,7 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -23,6 +24,9 @@ type TransportStats struct {
 	FramesOut     uint64 // frames written
 	BadMessages   uint64 // verified frames whose content was refused (wrong from/to, bad encoding)
 	ConnsAccepted uint64
+	// Snapshot streams (snapstream.go): started to followers, received
+	// whole, and installed into the state machine.
+	SnapshotsSent, SnapshotsReceived, SnapshotsInstalled uint64
 }
 
 // Transport carries frames between nodes over TCP. Each node dials every peer
@@ -40,6 +44,7 @@ type Transport struct {
 	mu       sync.Mutex
 	peers    map[uint64]*peer
 	accepted map[net.Conn]struct{}
+	streams  map[net.Conn]struct{} // dialed by stream
 	closed   bool
 
 	stop chan struct{}
@@ -77,7 +82,7 @@ func newTransport(id uint64, addr string, secret []byte, queueLen int, log *slog
 	}
 	return &Transport{
 		id: id, secret: secret, queueLen: queueLen, log: log, ln: ln, handle: handle,
-		peers: map[uint64]*peer{}, accepted: map[net.Conn]struct{}{}, stop: make(chan struct{}),
+		peers: map[uint64]*peer{}, accepted: map[net.Conn]struct{}{}, streams: map[net.Conn]struct{}{}, stop: make(chan struct{}),
 	}, nil
 }
 
@@ -300,6 +305,75 @@ func (t *Transport) serve(conn net.Conn) {
 	}
 }
 
+// stream dials a connection of its own to peer to (same handshake, same
+// frames) for one long transfer, a snapshot: write sends its frames (each
+// write bounded by snapIOTimeout, TCP's flow control instead of the peer
+// queue's drops), then the connection is half-closed and stream waits
+// until the peer has read everything and closed its side.
+func (t *Transport) stream(to, group uint64, write func(send func(kind byte, payload []byte) error) (int64, error)) (int64, error) {
+	if t.partitioned(to) {
+		return 0, fmt.Errorf("replica: stream to %d: partitioned", to)
+	}
+	t.mu.Lock()
+	p := t.peers[to]
+	if p == nil || t.closed {
+		t.mu.Unlock()
+		return 0, fmt.Errorf("%w: %d", ErrUnknownPeer, to)
+	}
+	addr := p.addr
+	t.wg.Add(1)
+	t.mu.Unlock()
+	defer t.wg.Done()
+	conn, err := net.DialTimeout("tcp", addr, dialTimeout)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return 0, net.ErrClosed
+	}
+	t.streams[conn] = struct{}{}
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		delete(t.streams, conn)
+		t.mu.Unlock()
+	}()
+	conn.SetDeadline(time.Now().Add(handshakeTimeout))
+	key, err := clientHandshake(conn, t.secret, t.id, to)
+	if err != nil {
+		return 0, err
+	}
+	fw := newFrameWriter(conn, key)
+	n, err := write(func(kind byte, payload []byte) error {
+		conn.SetDeadline(time.Now().Add(snapIOTimeout))
+		if t.partitioned(to) {
+			return fmt.Errorf("replica: stream to %d: partitioned", to)
+		}
+		if err := fw.write(kind, group, payload); err != nil {
+			return err
+		}
+		t.framesOut.Add(1)
+		return nil
+	})
+	if err == nil {
+		err = fw.flush()
+	}
+	if err != nil {
+		return n, err
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.CloseWrite()
+	}
+	conn.SetDeadline(time.Now().Add(snapIOTimeout))
+	if _, err := io.Copy(io.Discard, conn); err != nil {
+		return n, fmt.Errorf("replica: stream to %d: waiting for the peer: %w", to, err)
+	}
+	return n, nil
+}
+
 // partition cuts this node off from peers (nil: heal).
 func (t *Transport) partition(peers ...uint64) {
 	m := map[uint64]bool{}
@@ -336,6 +410,9 @@ func (t *Transport) close() {
 	close(t.stop)
 	t.ln.Close()
 	for c := range t.accepted {
+		c.Close()
+	}
+	for c := range t.streams {
 		c.Close()
 	}
 	for _, p := range t.peers {

@@ -261,7 +261,7 @@ func (s *Shard) checkpoint(full bool) {
 	if s.opts.ReplayHistory > 0 {
 		keepSince = time.Now().Add(-s.opts.ReplayHistory)
 	}
-	if _, err := s.log.RemoveBefore(low, keepSince); err != nil {
+	if _, err := s.removeBefore(low, keepSince); err != nil {
 		s.opts.Logger.Warn("removing consumed log segments", "err", err)
 	}
 }

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"fmt"
+	"time"
 
 	"berth.dev/broker/internal/wal"
 	"berth.dev/broker/packet"
@@ -64,6 +65,22 @@ func (s *Shard) waitReadable(off uint64) error {
 		return fmt.Errorf("%w: offset %d not committed: %w", errLost, off, err)
 	}
 	return nil
+}
+
+// segmentRemover deletes message-log segments for a replicated log (the
+// decision goes through the group, every replica deletes: tenantlog).
+type segmentRemover interface {
+	RemoveBefore(off uint64, keepSince time.Time) (int, error)
+}
+
+// removeBefore deletes the message-log segments wholly below off (and
+// older than keepSince unless zero): replicated, on every replica once the
+// group commits it; else here and now.
+func (s *Shard) removeBefore(off uint64, keepSince time.Time) (int, error) {
+	if r, ok := s.opts.Replication.(segmentRemover); ok {
+		return r.RemoveBefore(off, keepSince)
+	}
+	return s.log.RemoveBefore(off, keepSince)
 }
 
 // unloggedCode is the DISCONNECT reason of a connection closed because its

@@ -95,7 +95,7 @@ func (s *Shard) applyRetention() {
 			return
 		}
 	}
-	n, err := s.log.RemoveBefore(cut, time.Time{})
+	n, err := s.removeBefore(cut, time.Time{})
 	if err != nil {
 		s.opts.Logger.Warn("message-log retention", "err", err)
 	}

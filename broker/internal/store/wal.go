@@ -76,6 +76,9 @@ func OpenWAL(o WALOptions) (*WAL, error) {
 	if o.Dir == "" {
 		return nil, errors.New("store: WALOptions.Dir is required")
 	}
+	if err := recoverSwap(o.Dir); err != nil {
+		return nil, fmt.Errorf("store: recovering an interrupted install: %w", err)
+	}
 	open := func(name string, seg int64) (*wal.Log, error) {
 		return wal.Open(wal.Options{
 			Dir: filepath.Join(o.Dir, name), Fsync: o.Fsync, FsyncInterval: o.FsyncInterval,

@@ -3,6 +3,7 @@ package tenantlog
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"berth.dev/broker/internal/wal"
 )
@@ -24,6 +25,19 @@ func (l *Log) Apply(index uint64, data []byte) error {
 		d = d[1:]
 		var off uint64
 		var count uint32
+		if kind == kindRemove {
+			if len(d) < 16 {
+				return fmt.Errorf("%w: entry %d: short record", ErrCorrupt, index)
+			}
+			off, since := binary.BigEndian.Uint64(d), int64(binary.BigEndian.Uint64(d[8:]))
+			d = d[16:]
+			if err := l.flush(batch); err != nil {
+				return err
+			}
+			batch = batch[:0]
+			l.remove(off, since)
+			continue
+		}
 		if kind == kindMessage {
 			if len(d) < 12 {
 				return fmt.Errorf("%w: entry %d: short record", ErrCorrupt, index)
@@ -83,6 +97,23 @@ func (l *Log) flush(batch []wal.Entry) error {
 	return nil
 }
 
+// remove applies a replicated segment removal. A failure to delete is
+// logged, not fatal: the next removal tries again, and the state (what a
+// reader finds at an offset it may read) does not depend on it.
+func (l *Log) remove(off uint64, since int64) {
+	var keepSince time.Time
+	if since != 0 {
+		keepSince = time.Unix(0, since)
+	}
+	n, err := l.msgs.RemoveBefore(off, keepSince)
+	if err != nil {
+		l.opts.Logger.Warn("tenant log: removing message-log segments", "below", off, "err", err)
+	}
+	if n > 0 {
+		l.opts.Logger.Debug("tenant log: message-log segments removed", "segments", n, "below", off)
+	}
+}
+
 func take32(b []byte) (v, rest []byte, ok bool) {
 	if len(b) < 4 {
 		return nil, nil, false
@@ -108,9 +139,8 @@ func (l *Log) Snapshot() ([]byte, error) {
 }
 
 // Restore implements replica.StateMachine: the store here must already
-// hold what the snapshot covers (its own snapshot, at open). A snapshot
-// from the leader that the store is behind is ErrBehind: catching a replica
-// up by copying the store is not implemented.
+// hold what the snapshot covers (its own snapshot at open, or the leader's
+// checkpoint Install just put in place); else ErrBehind.
 func (l *Log) Restore(data []byte) error {
 	if len(data) == 0 {
 		return nil // the group's first configuration: nothing yet
@@ -122,4 +152,29 @@ func (l *Log) Restore(data []byte) error {
 		return fmt.Errorf("%w: message log at %d, snapshot at %d", ErrBehind, have, want)
 	}
 	return nil
+}
+
+// Checkpoint implements replica.FileState: a copy of the store as it is
+// (the group's loop calls it between two entries, so no record is half
+// applied): sealed segments hard-linked, active ones copied.
+func (l *Log) Checkpoint(dir string) error {
+	return l.st.Checkpoint(dir)
+}
+
+// Install implements replica.FileState: the store is replaced by the
+// leader's checkpoint in dir (store.WAL.Install: closed, swapped,
+// reopened), which must hold what the snapshot covers. A node that is
+// sent a snapshot does not lead.
+func (l *Log) Install(dir string, data []byte) error {
+	l.Stop()
+	st, err := l.st.Install(dir)
+	if err != nil {
+		return fmt.Errorf("tenantlog: install: %w", err)
+	}
+	st.Replicate(l)
+	l.mu.Lock()
+	l.st, l.msgs = st, st.Messages()
+	l.durable = l.msgs.NextOffset()
+	l.mu.Unlock()
+	return l.Restore(data)
 }

@@ -37,6 +37,17 @@
 // which leaves each key with its newest value. Snapshot fsyncs the store
 // and compacts its keyed logs before the group deletes raft log entries.
 //
+// A follower too far behind for the leader's raft log gets the store
+// itself (replica.FileState): the leader checkpoints it (Checkpoint:
+// sealed segments hard-linked, active ones copied, between two applied
+// entries) and streams the files; the follower swaps its store for them
+// (Install: close, two renames, reopen; store.OpenWAL finishes or undoes
+// an interrupted swap), then applies what follows.
+//
+// Segment removal (the shard's retention and its removal of segments no
+// session needs) is replicated too (RemoveBefore, kind 4), so every
+// replica's message log is bounded like the leader's.
+//
 // # Entry format (all integers big-endian). NEVER CHANGE: bytes on disk.
 //
 //	entry    version 1 B (1) | record ...          (no record: a barrier)
@@ -44,6 +55,9 @@
 //	  kind 1  message log   offset 8 B | count 4 B | key len 4 B | key | payload len 4 B | payload
 //	  kind 2  retained      key len 4 B | key (topic)     | payload len 4 B | payload
 //	  kind 3  sessions      key len 4 B | key (client id) | payload len 4 B | payload
+//	  kind 4  remove        offset 8 B | keep since 8 B (unix ns, 0: none)
+//	          (message-log segments wholly below offset, and older than
+//	          keep since, are deleted on every replica when applied)
 //
 // Keyed payloads are store.WAL's records as they would be on its disk
 // (empty: a tombstone). The snapshot data is the message log's next

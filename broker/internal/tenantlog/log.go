@@ -20,6 +20,7 @@ const (
 	kindMessage    byte = 1
 	kindRetained   byte = 2 // store.LogRetained + 1
 	kindSessions   byte = 3 // store.LogSessions + 1
+	kindRemove     byte = 4 // message-log segments below an offset go
 	snapshotLength      = 8
 )
 
@@ -29,8 +30,9 @@ var (
 	ErrNotLeading = errors.New("tenantlog: not leading the tenant's group")
 	// ErrCorrupt: an entry does not decode or does not fit the store.
 	ErrCorrupt = errors.New("tenantlog: entry does not fit the store")
-	// ErrBehind: the store holds less than a snapshot says (a replica that
-	// must be caught up by copying the store, which is not done yet).
+	// ErrBehind: the store holds less than a snapshot says (a snapshot
+	// that came without the leader's checkpoint of the store, or one that
+	// does not cover it).
 	ErrBehind = errors.New("tenantlog: store is behind the group's snapshot")
 )
 
@@ -97,7 +99,12 @@ func New(st *store.WAL, opts Options) *Log {
 
 // Store is the replicated store (for the shard: Options.Store and, with
 // Messages(), Options.MessageLog).
-func (l *Log) Store() *store.WAL { return l.st }
+// After Install the store is a new one.
+func (l *Log) Store() *store.WAL {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.st
+}
 
 // GroupID is the Raft group of a tenant: the first 8 bytes of the SHA-256
 // of its id, never 0. Every node computes the same.
@@ -304,6 +311,30 @@ func (l *Log) ReplicateKeyed(recs []store.KeyedRecord) error {
 		return nil
 	}
 	return l.err
+}
+
+// RemoveBefore implements the shard's segment removal (retention, and
+// segments no session needs) for a replicated log: the decision goes
+// through the group with the next entry, and every replica, this one too,
+// deletes the message-log segments wholly below off (and older than
+// keepSince, unless zero) when it applies it, so every replica's disk is
+// bounded like the leader's. It returns before that: 0 segments now.
+func (l *Log) RemoveBefore(off uint64, keepSince time.Time) (int, error) {
+	var since int64
+	if !keepSince.IsZero() {
+		since = keepSince.UnixNano()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.roomLocked(17); err != nil {
+		return 0, err
+	}
+	l.buf = append(l.buf, kindRemove)
+	l.buf = binary.BigEndian.AppendUint64(l.buf, off)
+	l.buf = binary.BigEndian.AppendUint64(l.buf, uint64(since))
+	l.queued++
+	l.kick()
+	return 0, nil
 }
 
 func appendBytes32(b, v []byte) []byte {

@@ -77,6 +77,7 @@ func commands() []command {
 		{"invoices", "list the account's invoices or show one's lines", runInvoices},
 		{"pub", "publish MQTT messages to the tenant", runPub},
 		{"sub", "subscribe over MQTT and print what arrives", runSub},
+		{"node", "operator: drain a broker node (hand its tenants to other nodes)", runNode},
 		{"demo", "make (once) a demo account and device credential, print them as shell variables", runDemo},
 		{"completion", "print a shell completion script (bash, zsh or fish)", runCompletion},
 	}
@@ -171,7 +172,7 @@ func exitCode(e *env, err error) int {
 		}
 		fmt.Fprintf(e.stderr, "berthctl: cannot reach the API at %s (%v); is it running (make run)? Give its address with --api URL or BERTH_API_URL\n", base, op.Err)
 		return exitError
-	case errors.As(err, &re):
+	case errors.As(err, &re), errors.As(err, new(*nodeRefusedError)):
 		fmt.Fprintln(e.stderr, "berthctl:", err)
 		return exitAuth
 	case errors.As(err, &ue):

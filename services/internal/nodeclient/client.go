@@ -186,3 +186,61 @@ func (c *Client) DeleteRetained(ctx context.Context, adminAddr, tid, filter stri
 func (c *Client) Publish(ctx context.Context, adminAddr, tid string, p Publish) error {
 	return c.do(ctx, http.MethodPost, tenantURL(adminAddr, tid, "/publish"), p, nil)
 }
+
+// DrainReport is a node's answer to POST /admin/drain (docs/contracts.md).
+type DrainReport struct {
+	NodeID    string   `json:"node_id"`
+	Drained   bool     `json:"drained"`
+	Moved     int      `json:"moved"`
+	Remaining []string `json:"remaining"`
+	TookMS    int64    `json:"took_ms"`
+}
+
+// Drain asks the node at adminAddr to hand every tenant leadership it
+// holds to another node and waits (the node bounds the wait by timeout, 0:
+// its default). A node that could not move everything in time answers 503
+// with its report: Drained false, the report and no error. The Client's
+// HTTP timeout must exceed timeout.
+func (c *Client) Drain(ctx context.Context, adminAddr string, timeout time.Duration) (DrainReport, error) {
+	base := adminAddr
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	u := strings.TrimRight(base, "/") + "/admin/drain"
+	if timeout > 0 {
+		u += "?timeout=" + url.QueryEscape(timeout.String())
+	}
+	var rep DrainReport
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	if err != nil {
+		return rep, fmt.Errorf("nodeclient: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return rep, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return rep, fmt.Errorf("%w: read: %v", ErrUnavailable, err)
+	}
+	switch {
+	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusServiceUnavailable:
+		if err := json.Unmarshal(data, &rep); err != nil || rep.NodeID == "" {
+			return rep, fmt.Errorf("%w: POST %s answered %d", ErrUnavailable, u, resp.StatusCode)
+		}
+		return rep, nil
+	case resp.StatusCode >= 500:
+		return rep, fmt.Errorf("%w: POST %s answered %d", ErrUnavailable, u, resp.StatusCode)
+	default:
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(data, &e)
+		if e.Error == "" {
+			e.Error = http.StatusText(resp.StatusCode)
+		}
+		return rep, &StatusError{Status: resp.StatusCode, Message: e.Error}
+	}
+}

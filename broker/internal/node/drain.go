@@ -1,0 +1,147 @@
+package node
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Drain (docs/replication.md, "Drain"): POST /admin/drain makes this node
+// hand the leadership of every tenant group it leads to another live voter
+// (raft's leadership transfer), at most drainPerSecond groups a second, and
+// keeps doing so for any group that elects it again, until DELETE
+// /admin/drain or a restart. A tenant handed over stops being served here
+// the moment its group has another leader: its clients get DISCONNECT 0x9C
+// (use another server; 3.1.1 clients are closed) and reconnect through the
+// gateway, which routes them to the new leader. The node stays a voter of
+// every group (replicas are not moved off it: membership changes are not
+// done), so a drained node can be stopped without any tenant losing its
+// quorum, one node at a time.
+
+const (
+	drainPerSecond      = 100 // leadership transfers started per second at most
+	drainDefaultTimeout = time.Minute
+	drainMaxTimeout     = 10 * time.Minute
+	// handOffEvery is how often one group's transfer is asked again while
+	// this node still leads it (raft gives a transfer an election timeout).
+	handOffEvery = time.Second
+)
+
+// drainReport is the answer of POST /admin/drain.
+type drainReport struct {
+	NodeID    string   `json:"node_id"`
+	Drained   bool     `json:"drained"`
+	Moved     int      `json:"moved"`     // groups led here when the drain began and not any more
+	Remaining []string `json:"remaining"` // tenant ids still led here at the deadline
+	TookMS    int64    `json:"took_ms"`
+}
+
+// handOff asks rg's group to transfer its leadership to a live voter other
+// than this node (spread over the voters by tenant); false when no voter
+// is alive or the last ask is recent. Called from leadLoop.
+func (r *replicas) handOff(rg *replGroup, now time.Time) bool {
+	if now.Sub(rg.handOffAt) < handOffEvery {
+		return false
+	}
+	var live []uint64
+	for _, v := range r.voters(rg.id) {
+		if v != r.self && r.host.Alive(v) {
+			live = append(live, v)
+		}
+	}
+	if len(live) == 0 {
+		return false
+	}
+	rg.handOffAt = now
+	to := live[int(rg.g.ID()%uint64(len(live)))]
+	if err := rg.g.TransferLeadership(to); err != nil {
+		return false
+	}
+	r.n.log.Info("drain: handing the tenant's leadership over", "tenant_id", rg.id, "to", to)
+	return true
+}
+
+// ledHere lists the tenants whose group this node leads or serves.
+func (r *replicas) ledHere() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for id, rg := range r.groups {
+		if rg.g.Leader() == r.self || rg.state.Load() != following {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// drain sets the node draining and waits until it leads no group, or ctx.
+func (r *replicas) drain(ctx context.Context) drainReport {
+	start := time.Now()
+	before := r.ledHere()
+	r.draining.Store(true)
+	r.n.log.Info("drain: started", "led", len(before))
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	rep := drainReport{NodeID: r.n.cfg.ID}
+wait:
+	for rep.Remaining = r.ledHere(); len(rep.Remaining) > 0; rep.Remaining = r.ledHere() {
+		select {
+		case <-ctx.Done():
+			break wait
+		case <-tick.C:
+		}
+	}
+	for _, id := range before {
+		if !slices.Contains(rep.Remaining, id) {
+			rep.Moved++
+		}
+	}
+	if rep.Remaining == nil {
+		rep.Remaining = []string{}
+	}
+	rep.Drained = len(rep.Remaining) == 0
+	rep.TookMS = time.Since(start).Milliseconds()
+	r.n.log.Info("drain: done", "moved", rep.Moved, "remaining", len(rep.Remaining), "took", time.Since(start).Round(time.Millisecond))
+	return rep
+}
+
+// handleDrain serves POST /admin/drain[?timeout=60s].
+func (n *Node) handleDrain(w http.ResponseWriter, r *http.Request) {
+	if n.repl == nil {
+		writeJSON(w, http.StatusConflict, map[string]string{"error": "this node does not replicate (no -peers): its tenants cannot move to another node"})
+		return
+	}
+	timeout := drainDefaultTimeout
+	if s := r.URL.Query().Get("timeout"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 || d > drainMaxTimeout {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "timeout: a duration such as 30s, at most " + drainMaxTimeout.String()})
+			return
+		}
+		timeout = d
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	rep := n.repl.drain(ctx)
+	status := http.StatusOK
+	if !rep.Drained {
+		status = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", strconv.Itoa(int(handOffEvery.Seconds())))
+	}
+	writeJSON(w, status, rep)
+}
+
+// handleUndrain serves DELETE /admin/drain: the node may lead again (the
+// groups elect it as they will; nothing is moved back).
+func (n *Node) handleUndrain(w http.ResponseWriter, _ *http.Request) {
+	if n.repl == nil {
+		writeJSON(w, http.StatusConflict, map[string]string{"error": "this node does not replicate (no -peers)"})
+		return
+	}
+	n.repl.draining.Store(false)
+	n.log.Info("drain: ended")
+	writeJSON(w, http.StatusOK, map[string]any{"node_id": n.cfg.ID, "draining": false})
+}

@@ -1,0 +1,407 @@
+package replica
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// FileState is a StateMachine whose state lives in files too large for a
+// snapshot's data (a tenant's store). A follower too far behind for the
+// leader's log gets those files with the snapshot: the leader checkpoints
+// them (Checkpoint, in its loop, between two applied entries), streams them
+// on a connection of their own, and the follower installs them (Install)
+// before it persists the snapshot. The checkpoint may be newer than the
+// snapshot (it is taken when the snapshot is sent): entries after the
+// snapshot are applied to it again, so Apply must skip what the state
+// already holds, as it must after a restart.
+type FileState interface {
+	StateMachine
+	// Checkpoint writes a copy of the state as of the last applied index
+	// into dir (created, on the same filesystem as the state: hard links
+	// are welcome).
+	Checkpoint(dir string) error
+	// Install replaces the state with a checkpoint received whole and
+	// fsynced in dir (it may move it) and the snapshot's data, atomically
+	// as far as a crash can tell.
+	Install(dir string, data []byte) error
+}
+
+// Snapshot stream frame kinds (on a dedicated connection; doc.go).
+const (
+	kindSnapBegin byte = 4 // index 8 B
+	kindSnapChunk byte = 5 // path len 2 B | path | offset 8 B | bytes
+	kindSnapEnd   byte = 6 // files 4 B | bytes 8 B | raftpb.Message (MsgSnap)
+)
+
+const (
+	snapChunkBytes = 1 << 20
+	// snapIOTimeout bounds each write of a stream and the wait for the
+	// follower to have read it all.
+	snapIOTimeout = 30 * time.Second
+)
+
+// ErrSnapStream is a snapshot stream the follower refuses (bad path, a
+// chunk out of order, missing files).
+var ErrSnapStream = errors.New("replica: bad snapshot stream")
+
+func (g *Group) outDir(to uint64) string {
+	return filepath.Join(g.h.groupDir(g.id), "out", strconv.FormatUint(to, 10))
+}
+
+func inDir(groupDir string) string { return filepath.Join(groupDir, "in") }
+
+type snapResult struct {
+	to  uint64
+	err error
+}
+
+// takeSnapshots (loop) starts a stream for every MsgSnap of msgs and
+// returns the other messages.
+func (g *Group) takeSnapshots(fs FileState, msgs []*pb.Message) []*pb.Message {
+	if !slices.ContainsFunc(msgs, func(m *pb.Message) bool { return m.GetType() == pb.MsgSnap }) {
+		return msgs
+	}
+	out := make([]*pb.Message, 0, len(msgs))
+	for _, m := range msgs {
+		if m.GetType() == pb.MsgSnap {
+			g.sendSnapshot(fs, m)
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// sendSnapshot (loop) checkpoints the state and streams it to m.To with m
+// last; the result comes back on snapc and becomes ReportSnapshot.
+func (g *Group) sendSnapshot(fs FileState, m *pb.Message) {
+	to := m.GetTo()
+	if g.streaming[to] {
+		return // raft waits for the stream already running
+	}
+	dir := g.outDir(to)
+	err := os.RemoveAll(dir)
+	if err == nil {
+		err = fs.Checkpoint(dir)
+	}
+	if err != nil {
+		g.log.Warn("replica: snapshot checkpoint", "peer", to, "err", err)
+		_ = os.RemoveAll(dir)
+		g.streaming[to] = true
+		go func() { // reported after this Ready, like a failed stream
+			select {
+			case g.snapc <- snapResult{to, err}:
+			case <-g.donec:
+			}
+		}()
+		return
+	}
+	g.streaming[to] = true
+	g.h.snapshotsSent.Add(1)
+	go func() {
+		start := time.Now()
+		n, err := g.h.tr.stream(to, g.id, func(send func(kind byte, payload []byte) error) (int64, error) {
+			return streamDir(dir, m, send)
+		})
+		_ = os.RemoveAll(dir)
+		if err != nil {
+			g.log.Warn("replica: snapshot stream", "peer", to, "err", err)
+		} else {
+			g.log.Info("replica: snapshot streamed", "peer", to, "index", m.GetSnapshot().GetMetadata().GetIndex(),
+				"bytes", n, "took", time.Since(start).Round(time.Millisecond))
+		}
+		select {
+		case g.snapc <- snapResult{to, err}:
+		case <-g.donec:
+		}
+	}()
+}
+
+// snapDone (loop) reports a finished stream to raft.
+func (g *Group) snapDone(r snapResult) {
+	delete(g.streaming, r.to)
+	st := raft.SnapshotFinish
+	if r.err != nil {
+		st = raft.SnapshotFailure
+	}
+	g.rn.ReportSnapshot(r.to, st)
+}
+
+// streamDir sends every file under dir in chunks, then the MsgSnap.
+func streamDir(dir string, m *pb.Message, send func(kind byte, payload []byte) error) (int64, error) {
+	if err := send(kindSnapBegin, binary.BigEndian.AppendUint64(nil, m.GetSnapshot().GetMetadata().GetIndex())); err != nil {
+		return 0, err
+	}
+	var files, total int64
+	var buf []byte
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		files++
+		if need := 2 + len(rel) + 8 + snapChunkBytes; cap(buf) < need {
+			buf = make([]byte, 0, need)
+		}
+		for off := int64(0); ; {
+			b := binary.BigEndian.AppendUint16(buf[:0], uint16(len(rel)))
+			b = append(b, rel...)
+			b = binary.BigEndian.AppendUint64(b, uint64(off))
+			n, rerr := io.ReadFull(f, b[len(b):len(b)+snapChunkBytes])
+			if n > 0 || off == 0 {
+				if err := send(kindSnapChunk, b[:len(b)+n]); err != nil {
+					return err
+				}
+			}
+			off += int64(n)
+			total += int64(n)
+			if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+				return nil
+			}
+			if rerr != nil {
+				return rerr
+			}
+		}
+	})
+	if err != nil {
+		return total, err
+	}
+	body, err := proto.Marshal(m)
+	if err != nil {
+		return total, err
+	}
+	end := binary.BigEndian.AppendUint32(nil, uint32(files))
+	end = binary.BigEndian.AppendUint64(end, uint64(total))
+	return total, send(kindSnapEnd, append(end, body...))
+}
+
+// snapIn is a snapshot being received from one peer for one group; its
+// frames come in order on one connection.
+type snapIn struct {
+	dir    string // <group>/in/<from>.tmp
+	index  uint64
+	path   string   // file being written
+	f      *os.File // open for path
+	size   int64
+	files  int64
+	total  int64
+	failed error
+}
+
+// receiveSnapshot handles a snapshot stream frame (the connection's
+// goroutine; it may block on the disk). On the end frame the files are
+// fsynced, moved to <group>/in/<index> and the MsgSnap handed to the loop.
+func (h *Host) receiveSnapshot(from uint64, kind byte, g *Group, payload []byte) {
+	key := [2]uint64{from, g.id}
+	h.mu.Lock()
+	in := h.incoming[key]
+	h.mu.Unlock()
+	switch kind {
+	case kindSnapBegin:
+		if in != nil {
+			in.close()
+		}
+		in = &snapIn{dir: filepath.Join(inDir(g.dir()), strconv.FormatUint(from, 10)+".tmp")}
+		if len(payload) != 8 {
+			in.failed = fmt.Errorf("%w: begin frame", ErrSnapStream)
+		} else {
+			in.index = binary.BigEndian.Uint64(payload)
+			if err := os.RemoveAll(in.dir); err != nil {
+				in.failed = err
+			} else if err := os.MkdirAll(in.dir, 0o755); err != nil {
+				in.failed = err
+			}
+		}
+		h.mu.Lock()
+		h.incoming[key] = in
+		h.mu.Unlock()
+	case kindSnapChunk:
+		if in == nil {
+			h.tr.badMessages.Add(1)
+			return
+		}
+		if in.failed == nil {
+			in.failed = in.chunk(payload)
+		}
+	case kindSnapEnd:
+		h.mu.Lock()
+		delete(h.incoming, key)
+		h.mu.Unlock()
+		if in == nil {
+			h.tr.badMessages.Add(1)
+			return
+		}
+		m, err := in.finish(payload, from, h.cfg.NodeID)
+		if err != nil {
+			h.tr.badMessages.Add(1)
+			h.log.Warn("replica: snapshot stream refused", "peer", from, "group", g.id, "err", err)
+			_ = os.RemoveAll(in.dir)
+			return
+		}
+		h.snapshotsReceived.Add(1)
+		select { // the loop must see it: wait rather than drop
+		case g.recvc <- inMsg{m: m}:
+		case <-g.donec:
+		case <-time.After(snapIOTimeout):
+		}
+	}
+}
+
+func (in *snapIn) close() {
+	if in.f != nil {
+		in.f.Close()
+		in.f = nil
+	}
+}
+
+// chunk writes one chunk; a file's chunks come in order, files one after
+// the other.
+func (in *snapIn) chunk(p []byte) error {
+	if len(p) < 2 {
+		return fmt.Errorf("%w: short chunk", ErrSnapStream)
+	}
+	n := int(binary.BigEndian.Uint16(p))
+	if len(p) < 2+n+8 {
+		return fmt.Errorf("%w: short chunk", ErrSnapStream)
+	}
+	rel, off, data := string(p[2:2+n]), int64(binary.BigEndian.Uint64(p[2+n:])), p[2+n+8:]
+	if !filepath.IsLocal(rel) || strings.Contains(rel, "\\") {
+		return fmt.Errorf("%w: path %q", ErrSnapStream, rel)
+	}
+	if rel != in.path {
+		if err := in.sealFile(); err != nil {
+			return err
+		}
+		if off != 0 {
+			return fmt.Errorf("%w: %s starts at %d", ErrSnapStream, rel, off)
+		}
+		path := filepath.Join(in.dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		in.path, in.f, in.size = rel, f, 0
+		in.files++
+	}
+	if off != in.size {
+		return fmt.Errorf("%w: %s chunk at %d, have %d", ErrSnapStream, rel, off, in.size)
+	}
+	if _, err := in.f.Write(data); err != nil {
+		return err
+	}
+	in.size += int64(len(data))
+	in.total += int64(len(data))
+	return nil
+}
+
+func (in *snapIn) sealFile() error {
+	if in.f == nil {
+		return nil
+	}
+	err := in.f.Sync()
+	err = errors.Join(err, in.f.Close())
+	in.f = nil
+	return err
+}
+
+// finish checks the end frame against what came, makes the files and
+// their directories durable and moves them to in/<index>.
+func (in *snapIn) finish(p []byte, from, self uint64) (*pb.Message, error) {
+	err := in.failed
+	if err == nil {
+		err = in.sealFile()
+	}
+	in.close()
+	if err != nil {
+		return nil, err
+	}
+	if len(p) < 12 {
+		return nil, fmt.Errorf("%w: end frame", ErrSnapStream)
+	}
+	files, total := int64(binary.BigEndian.Uint32(p)), int64(binary.BigEndian.Uint64(p[4:]))
+	if files != in.files || total != in.total {
+		return nil, fmt.Errorf("%w: %d files, %d bytes received; %d, %d sent", ErrSnapStream, in.files, in.total, files, total)
+	}
+	m := new(pb.Message)
+	if err := proto.Unmarshal(p[12:], m); err != nil || m.GetType() != pb.MsgSnap || m.GetFrom() != from ||
+		m.GetTo() != self || m.GetSnapshot().GetMetadata().GetIndex() != in.index {
+		return nil, fmt.Errorf("%w: end frame's message", ErrSnapStream)
+	}
+	if err := syncTree(in.dir); err != nil {
+		return nil, err
+	}
+	final := filepath.Join(filepath.Dir(in.dir), strconv.FormatUint(in.index, 10))
+	if err := os.RemoveAll(final); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(in.dir, final); err != nil {
+		return nil, err
+	}
+	return m, syncDir(filepath.Dir(final))
+}
+
+// syncTree fsyncs every directory under (and including) dir.
+func syncTree(dir string) error {
+	return filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		return syncDir(path)
+	})
+}
+
+// installSnapshot (loop) installs the received checkpoint of a snapshot
+// raft accepted, before the snapshot is persisted: a crash in between
+// leaves the state ahead of the raft log, which applying again tolerates,
+// never a raft log ahead of its state. It reports false when no
+// checkpoint came with the snapshot (the state must hold it already).
+func (g *Group) installSnapshot(fs FileState, snap *pb.Snapshot) (bool, error) {
+	idx := snap.GetMetadata().GetIndex()
+	dir := filepath.Join(inDir(g.dir()), strconv.FormatUint(idx, 10))
+	if _, err := os.Stat(dir); err != nil {
+		return false, nil
+	}
+	if err := fs.Install(dir, snap.GetData()); err != nil {
+		return false, fmt.Errorf("replica: install snapshot %d: %w", idx, err)
+	}
+	g.h.snapshotsInstalled.Add(1)
+	g.log.Info("replica: snapshot installed", "index", idx)
+	removeInBelow(inDir(g.dir()), idx)
+	return true, nil
+}
+
+// removeInBelow deletes received checkpoints at or below index.
+func removeInBelow(dir string, index uint64) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if i, err := strconv.ParseUint(e.Name(), 10, 64); err == nil && i <= index {
+			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+func (g *Group) dir() string { return g.h.groupDir(g.id) }
