@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"berth.dev/broker/internal/listener"
+	"berth.dev/broker/internal/poller"
 	"berth.dev/broker/internal/shard"
 )
 
@@ -78,6 +79,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, ready f
 		// The log, not -max-queued, bounds persistent sessions' backlogs.
 		sopts.Retention = shard.Retention{Bytes: cfg.RetentionBytes, Age: cfg.RetentionAge}
 	}
+	if poller.Supported {
+		// Idle plain-TCP connections park without a goroutine
+		// (docs/idle-connections.md); closed after the shard's Shutdown.
+		p, err := poller.New(log)
+		if err != nil {
+			return fmt.Errorf("poller: %w", err)
+		}
+		defer func() { _ = p.Close() }()
+		sopts.Poller = p
+	}
 	sh := shard.New(sopts)
 	if err := sh.Start(ctx); err != nil {
 		return err
@@ -86,10 +97,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, ready f
 	if !cfg.AllowAnonymous && cfg.Username == "" {
 		log.Warn("no -allow-anonymous and no -username: every client will be refused")
 	}
-	srv := listener.New(log, func(c net.Conn, remote string) {
+	srv := listener.NewAsync(log, func(c net.Conn, remote string, done func()) {
 		ci := info
 		ci.RemoteAddr = remote
-		sh.ServeConn(c, ci)
+		sh.Serve(c, ci, done)
 	})
 	var tcpAddr, wsAddr net.Addr
 	if cfg.Listen != "" {

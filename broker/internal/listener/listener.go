@@ -3,9 +3,9 @@
 // MQTT 5.0 section 6), and hands each one, as a net.Conn, to a handler
 // that runs it to completion.
 //
-// Every connection goroutine is owned by the Server: Close stops the
-// accept loops and Wait waits for the handlers, which the broker ends by
-// shutting down its shard.
+// Every connection is owned by the Server: Close stops the accept loops
+// and Wait waits for the handlers (an AsyncHandler's done), which the
+// broker ends by shutting down its shard.
 package listener
 
 import (
@@ -24,21 +24,36 @@ import (
 // the client's address as the listener saw it.
 type Handler func(conn net.Conn, remoteAddr string)
 
-// Server owns listeners and the goroutines serving their connections.
+// AsyncHandler serves one connection that may outlive the call (a shard's
+// Serve parks idle connections without a goroutine): it calls done
+// exactly once, when the connection has ended and is closed, on any
+// goroutine.
+type AsyncHandler func(conn net.Conn, remoteAddr string, done func())
+
+// Server owns listeners and the connections handed to its handler.
 type Server struct {
 	log     *slog.Logger
-	handler Handler
+	handler AsyncHandler
 
 	mu      sync.Mutex
 	closed  bool
 	lns     []net.Listener
 	servers []*http.Server
 	accept  sync.WaitGroup // accept loops
-	conns   sync.WaitGroup // handlers
+	conns   sync.WaitGroup // handlers, until they call done
 }
 
 // New returns a Server that hands connections to h.
 func New(log *slog.Logger, h Handler) *Server {
+	return NewAsync(log, func(c net.Conn, remote string, done func()) {
+		defer done()
+		h(c, remote)
+	})
+}
+
+// NewAsync returns a Server that hands connections to h; Wait waits for
+// every connection's done.
+func NewAsync(log *slog.Logger, h AsyncHandler) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -84,10 +99,7 @@ func (s *Server) acceptLoop(ln net.Listener) {
 			_ = c.Close()
 			return
 		}
-		go func() {
-			defer s.conns.Done()
-			s.handler(c, c.RemoteAddr().String())
-		}()
+		go s.handler(c, c.RemoteAddr().String(), s.conns.Done)
 	}
 }
 
@@ -133,19 +145,25 @@ func (s *Server) WebSocketHandler() http.Handler {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}
-		defer s.conns.Done()
 		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{"mqtt"}})
 		if err != nil {
+			s.conns.Done()
 			s.log.Debug("websocket upgrade failed", "err", err)
 			return
 		}
 		if ws.Subprotocol() != "mqtt" {
+			s.conns.Done()
 			_ = ws.Close(websocket.StatusPolicyViolation, "subprotocol mqtt required")
 			return
 		}
 		ws.SetReadLimit(-1) // the broker bounds packet sizes itself
 		nc := websocket.NetConn(context.Background(), ws, websocket.MessageBinary)
-		s.handler(nc, r.RemoteAddr)
+		// The HTTP server's goroutine must not return before the
+		// connection ends: it owns the hijacked socket until then.
+		ended := make(chan struct{})
+		s.handler(nc, r.RemoteAddr, func() { close(ended) })
+		<-ended
+		s.conns.Done()
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"berth.dev/broker/internal/msgtrace"
+	"berth.dev/broker/internal/poller"
 	"berth.dev/broker/internal/quota"
 	"berth.dev/broker/internal/registry"
 	"berth.dev/broker/internal/topicrule"
@@ -46,12 +47,15 @@ type Node struct {
 
 	ln      net.Listener
 	adminLn net.Listener
-	admin   *http.Server
+	// poller parks idle client connections (shard.Options.Poller); nil
+	// where there is none (not Linux).
+	poller *poller.Poller
+	admin  *http.Server
 
 	ctx    context.Context // ends at Shutdown; parent of background work
 	cancel context.CancelFunc
 	bg     sync.WaitGroup // background loops
-	conns  sync.WaitGroup // connection goroutines
+	conns  sync.WaitGroup // client connections, until serve's done
 
 	revoked revoked
 
@@ -122,6 +126,12 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.spans = msgtrace.NewExporter(n.traces.TracerProvider(), msgtrace.ExporterOptions{Logger: n.log, Registerer: n.metrics().reg})
 
+	if poller.Supported {
+		if n.poller, err = poller.New(n.log); err != nil {
+			n.abort()
+			return fmt.Errorf("node: poller: %w", err)
+		}
+	}
 	if n.ln, err = net.Listen("tcp", n.cfg.InternalListen); err != nil {
 		n.abort()
 		return fmt.Errorf("node: internal listener: %w", err)
@@ -200,6 +210,9 @@ func (n *Node) abort() {
 	if n.adminLn != nil {
 		n.adminLn.Close()
 	}
+	if n.poller != nil {
+		_ = n.poller.Close()
+	}
 	n.cancel()
 	if n.spans != nil {
 		_ = n.spans.Shutdown(context.Background())
@@ -226,10 +239,7 @@ func (n *Node) acceptLoop() {
 			continue
 		}
 		n.conns.Add(1)
-		go func() {
-			defer n.conns.Done()
-			n.serve(c)
-		}()
+		go n.serve(c, n.conns.Done)
 	}
 }
 
@@ -279,6 +289,11 @@ func (n *Node) shutdown(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("node: connections still open: %w", ctx.Err()))
+	}
+	if n.poller != nil {
+		if err := n.poller.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("node: poller: %w", err))
+		}
 	}
 	// The shards are stopped: sync and close their logs.
 	for _, t := range ts {

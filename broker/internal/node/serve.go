@@ -28,9 +28,17 @@ func (c *proxiedConn) RemoteAddr() net.Addr { return c.remote }
 func (c *proxiedConn) NetConn() net.Conn { return c.Conn }
 
 // serve runs one forwarded connection: verify the header, then hand the
-// connection to its tenant's shard until it ends.
-func (n *Node) serve(c net.Conn) {
-	defer c.Close()
+// connection to its tenant's shard until it ends. done is called once it
+// has ended and is closed: when serve returns, or later, on another
+// goroutine, for a connection the shard parked (shard.Serve).
+func (n *Node) serve(c net.Conn, done func()) {
+	async := false
+	defer func() {
+		if !async {
+			_ = c.Close()
+			done()
+		}
+	}()
 	raw, err := proxyproto.ReadHeader(c, n.cfg.HeaderTimeout, maxHeader, make([]byte, 0, 512))
 	if err != nil {
 		n.log.Warn("refused connection: no valid PROXY header", "remote", c.RemoteAddr().String(), "err", err)
@@ -79,7 +87,12 @@ func (n *Node) serve(c net.Conn) {
 		n.log.Warn("refused connection: tenant unavailable", "tenant_id", info.TenantID, "err", err)
 		return
 	}
-	defer n.release(t)
+	release := func() { n.release(t) }
+	defer func() {
+		if !async {
+			release()
+		}
+	}()
 	pc := &proxiedConn{Conn: c, remote: net.TCPAddrFromAddrPort(h.Source)}
 	if n.isRevoked(info.CredentialID) {
 		// The gateway may not have heard of the revocation yet (a client
@@ -98,9 +111,7 @@ func (n *Node) serve(c net.Conn) {
 			Refuse: packet.ErrQuotaExceeded})
 		return
 	}
-	defer limiter.close()
 	traffic := t.track(info.CredentialID, pc)
-	defer t.untrack(info.CredentialID, pc)
 	ci := shard.ConnInfo{
 		RemoteAddr: h.Source.String(),
 		TenantID:   info.TenantID,
@@ -121,7 +132,16 @@ func (n *Node) serve(c net.Conn) {
 	if n.tokens != nil {
 		ci.Reauthenticate = n.reauthenticate(info.TenantID, info.CredentialID)
 	}
-	t.sh.ServeConn(pc, ci)
+	// The shard may park the connection and return: what follows its end
+	// runs in its done.
+	async = true
+	t.sh.Serve(pc, ci, func() {
+		t.untrack(info.CredentialID, pc)
+		limiter.close()
+		release()
+		_ = c.Close()
+		done()
+	})
 }
 
 // AuthMethodJWT is the MQTT 5 Authentication Method of Berth tokens: the

@@ -64,7 +64,7 @@ func maxPacketSize(q quotas.Quotas) int { return int(q.MaxMessageSize) + packetH
 // shardOptions maps a tenant's quotas onto its shard's limits.
 func shardOptions(q quotas.Quotas, n *Node, tenantID string) shard.Options {
 	maxSessions, maxExpiry := sessionCaps(q)
-	return shard.Options{
+	o := shard.Options{
 		Logger:                    n.log.With("tenant_id", tenantID),
 		MaxPacketSize:             maxPacketSize(q),
 		MaxInflight:               int(q.MaxInflight),
@@ -83,6 +83,10 @@ func shardOptions(q quotas.Quotas, n *Node, tenantID string) shard.Options {
 		// $berth/dlq/<reason>.
 		DeadLetters: true,
 	}
+	if n.poller != nil {
+		o.Poller = n.poller // idle connections park (docs/idle-connections.md)
+	}
+	return o
 }
 
 // retention is the message-log retention of a tenant's quotas.

@@ -23,6 +23,7 @@ const closeFlushTimeout = 2 * time.Second
 const reasonNone packet.ReasonCode = 0xFF
 
 // conn is one client network connection. The goroutine running ServeConn
+// (or Serve, and after a park whichever goroutine resumed it: park.go)
 // reads and handles packets; output is written by whoever holds w.mu: a
 // reader writing inline (its own or a publisher's, writeInline) or the
 // connection's writer goroutine, started on demand.
@@ -72,6 +73,9 @@ type conn struct {
 	pendingAcks []pendingAck
 
 	wake       chan struct{}
+	onDone     func()         // Serve's done; nil none
+	park       *parking       // nil: the connection keeps its goroutine while idle
+	pstate     atomic.Uint32  // readerRunning or readerParked (park.go)
 	writing    atomic.Bool    // a writer goroutine runs (startWriter)
 	writerDone sync.WaitGroup // done when the last writer has closed the socket
 	done       chan struct{}  // closed when the connection is fully torn down
@@ -92,12 +96,27 @@ type conn struct {
 // ServeConn runs one client connection to completion: CONNECT, the
 // session, then packets until the client disconnects, breaks the protocol,
 // is taken over or the shard shuts down. It closes nc before returning.
+// The connection keeps the calling goroutine while idle; see Serve.
 //
 // Batches go out with one writev on a *net.TCPConn or *net.UnixConn. A
 // wrapper (PROXY protocol) keeps that by exposing the connection its
 // writes go to unchanged with a NetConn() net.Conn method; any other
 // net.Conn gets one Write per batch.
 func (s *Shard) ServeConn(nc net.Conn, info ConnInfo) {
+	s.serve(nc, info, nil, nil)
+}
+
+// Serve runs one client connection like ServeConn, but returns as soon
+// as the connection parks (with Options.Poller, a plain socket with
+// nothing to read: park.go) or ends; done, if not nil, is called once the
+// connection has ended and nc is closed, on whichever goroutine ran it
+// last. Without a Poller, or for TLS and WebSocket connections, it is
+// ServeConn followed by done.
+func (s *Shard) Serve(nc net.Conn, info ConnInfo, done func()) {
+	s.serve(nc, info, s.opts.Poller, done)
+}
+
+func (s *Shard) serve(nc net.Conn, info ConnInfo, p Poller, done func()) {
 	c := &conn{
 		shard:      s,
 		nc:         nc,
@@ -106,6 +125,7 @@ func (s *Shard) ServeConn(nc net.Conn, info ConnInfo) {
 		kickReason: reasonNone,
 		wake:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
+		onDone:     done,
 	}
 	c.traffic = info.Traffic
 	if c.traffic == nil {
@@ -117,60 +137,29 @@ func (s *Shard) ServeConn(nc net.Conn, info ConnInfo) {
 	if s.closing {
 		s.mu.Unlock()
 		_ = nc.Close()
+		if done != nil {
+			done()
+		}
 		return
 	}
 	s.conwg.Add(1)
 	s.conns[c] = false
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		s.conwg.Done()
-	}()
-	defer nc.Close()
 	c.rd.Reset(nc)
 	c.rd.Use(s.readBufs.Get().(*[readBufSize]byte)[:])
-	defer c.releaseInput()
-	c.run()
-}
-
-// run is the connection's reading goroutine.
-func (c *conn) run() {
-	s := c.shard
 	present, ok := c.handshake()
 	if !ok {
 		close(c.done)
+		c.end()
 		return
 	}
 	s.stats.connected.Add(1)
 	s.stats.connections.Add(1)
 	c.debug("client connected", "version", c.version, "session_present", present)
 	c.out.add(c) // a resumed session may have messages waiting
-
 	c.setDeadline(c.info.Deadline)
-	sendWill, drain := c.readLoop()
-	c.setDeadline(time.Time{})
-	c.kick(reasonNone)
-	lingerEnd := time.Now().Add(closeFlushTimeout)
-	if drain {
-		drain = c.drainInput(lingerEnd, false) // while the writer flushes (linger.go)
-	}
-	c.writerDone.Wait()
-	c.stopKillTimer()
-	if !drain {
-		_ = c.nc.Close()
-	}
-	if c.kickReasonValue() == packet.ErrServerShuttingDown {
-		sendWill = false // a server shutdown is not the client's failure
-	}
-	s.detach(c, sendWill)
-	s.stats.connected.Add(-1)
-	c.debug("client disconnected")
-	close(c.done)
-	if drain {
-		c.drainInput(lingerEnd, true) // ServeConn closes the socket after
-	}
+	c.canPark(p)
+	c.loop()
 }
 
 func (c *conn) kickReasonValue() packet.ReasonCode {
@@ -184,17 +173,38 @@ func (c *conn) kickReasonValue() packet.ReasonCode {
 // DISCONNECT with reason 0x00 [MQTT-3.14.4-3] [MQTT-3.1.2-8]; and
 // whether the server ends it while the client may still be sending, so
 // that its input must be drained before the socket is closed (linger.go).
-func (c *conn) readLoop() (sendWill, drain bool) {
+// parked is true instead when the reader parked (park.go): a wake-up
+// resumes the loop on another goroutine.
+func (c *conn) readLoop() (sendWill, drain, parked bool) {
+	sendWill, drain, parked = c.readPackets()
+	if !parked {
+		// A parked reader flushed before it parked, and no longer owns
+		// its outbox.
+		c.flushOut()
+	}
+	return sendWill, drain, parked
+}
+
+// readPackets is readLoop's loop.
+func (c *conn) readPackets() (sendWill, drain, parked bool) {
 	s := c.shard
-	defer c.flushOut()
+	if c.park != nil && c.park.expired {
+		// Resumed by the keep-alive timer: silent too long while parked.
+		c.park.expired = false
+		return true, c.readFailed(os.ErrDeadlineExceeded), false
+	}
 	for {
+		var start time.Time
+		if c.keepAlive > 0 || c.park != nil {
+			start = time.Now()
+		}
 		if c.keepAlive > 0 {
 			// [MQTT-3.1.2-22] (3.1.1: [MQTT-3.1.2-24]) one and a half
 			// times the Keep Alive.
-			_ = c.nc.SetReadDeadline(time.Now().Add(c.keepAlive))
+			_ = c.nc.SetReadDeadline(start.Add(c.keepAlive))
 		}
 		if c.kicked.Load() {
-			return true, true // after the deadline: kick moved it to now
+			return true, true, false // after the deadline: kick moved it to now
 		}
 		if c.out.n > 0 && (c.out.packets >= outboxPackets || !c.rd.Ready()) {
 			c.flushOut() // before waiting for input, or after a long burst
@@ -202,14 +212,18 @@ func (c *conn) readLoop() (sendWill, drain bool) {
 		if c.rd.Buffered() == 0 {
 			c.slab.release() // about to wait: an idle connection holds no chunk
 			if c.w.raw != nil {
-				if err := c.idle(); err != nil {
-					return true, c.readFailed(err)
+				park, err := c.idle(start)
+				if err != nil {
+					return true, c.readFailed(err), false
+				}
+				if park && c.parkReader(start) {
+					return false, false, true
 				}
 			}
 		}
 		fh, body, err := c.rd.ReadPacket(s.maxPacketSize())
 		if err != nil {
-			return true, c.readFailed(err)
+			return true, c.readFailed(err), false
 		}
 		c.out.packets++
 		s.stats.bytesIn.Add(uint64(fh.Size())) // the whole packet: fixed header and body
@@ -220,16 +234,16 @@ func (c *conn) readLoop() (sendWill, drain bool) {
 			if c.ctrlFull.Load() {
 				// Acknowledgements pile up unread: stop handling more.
 				c.fail(packet.ErrQuotaExceeded, nil)
-				return true, true
+				return true, true, false
 			}
 			continue
 		case errors.Is(err, errDisconnect):
-			return false, false
+			return false, false, false
 		case errors.Is(err, errDisconnectWithWill):
-			return true, false
+			return true, false, false
 		default:
 			c.fail(reasonOf(err), err)
-			return true, true
+			return true, true, false
 		}
 	}
 }
@@ -314,6 +328,7 @@ func (c *conn) kick(reason packet.ReasonCode) {
 	// its writes while the final packets wait for it to read.
 	c.kicked.Store(true)
 	_ = c.nc.SetReadDeadline(time.Now())
+	c.wakeParked() // a parked reader resumes to end
 	c.wakeWriter() // it flushes the last packets and half-closes the socket
 }
 

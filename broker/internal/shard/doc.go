@@ -10,7 +10,10 @@
 // ServeConn runs one client connection on the caller's goroutine (the
 // reader); at most one writer goroutine runs beside it, started when
 // there is output the reader did not write itself and gone after
-// writerIdle without work:
+// writerIdle without work. Serve does the same but, with Options.Poller,
+// parks a plain-socket connection that has had nothing to read for
+// parkAfter: it then holds no goroutine until input, its keep alive or a
+// kick resumes it (park.go, docs/idle-connections.md):
 //
 //	socket ──▶ reader: decode, ACL, route ──▶ session queues (any session)
 //	                          │

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"berth.dev/broker/internal/listener"
+	"berth.dev/broker/internal/poller"
 	"berth.dev/broker/packet"
 )
 
@@ -33,6 +34,10 @@ func startBroker(t testing.TB, opts Options, info ConnInfo) *testBroker {
 	}
 	if info.Authenticate == nil && !info.AllowAnonymous {
 		info.AllowAnonymous = true
+	}
+	if opts.Poller == nil {
+		// Idle connections park, as in the broker (park.go).
+		opts.Poller = newTestPoller(t)
 	}
 	return serve(t, New(opts), info)
 }
@@ -60,13 +65,13 @@ func serveHooked(t testing.TB, sh *Shard, info ConnInfo, accepted func(net.Conn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := listener.New(nil, func(c net.Conn, remote string) {
+	srv := listener.NewAsync(nil, func(c net.Conn, remote string, done func()) {
 		if accepted != nil {
 			accepted(c)
 		}
 		ci := info
 		ci.RemoteAddr = remote
-		sh.ServeConn(c, ci)
+		sh.Serve(c, ci, done)
 	})
 	if err := srv.ServeTCP(ln); err != nil {
 		t.Fatal(err)
@@ -85,6 +90,22 @@ func serveHooked(t testing.TB, sh *Shard, info ConnInfo, accepted func(net.Conn)
 		}
 	})
 	return ln.Addr().String()
+}
+
+// newTestPoller starts a poller closed when the test ends (after the
+// shards it serves, whose cleanups come later).
+func newTestPoller(t testing.TB) *poller.Poller {
+	t.Helper()
+	p, err := poller.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("poller close: %v", err)
+		}
+	})
+	return p
 }
 
 // eventually polls cond until it holds or the deadline passes.

@@ -12,11 +12,12 @@ import (
 	"berth.dev/broker/packet"
 )
 
-// TestHeldConnectionCost: a connected client that sends nothing costs
-// one goroutine (no writer) with a 4 KiB stack, and neither a read buffer
-// (4 KiB), decoding scratch (2.3 KiB) nor, once quiet for two sweeps,
-// write state: about 3.5 KiB of heap with both ends of the socket (conn
-// 0.7 KiB, session 0.5 KiB, two net.Conns 1 KiB, channels, timers).
+// TestHeldConnectionCost: a connected client that sends nothing is
+// parked (park.go): it costs no goroutine, neither reader nor writer, and
+// neither a read buffer (4 KiB), decoding scratch (2.3 KiB) nor, once
+// quiet for two sweeps, write state: about 3.5 KiB of heap with both
+// ends of the socket (conn 0.9 KiB, session 0.5 KiB, two net.Conns
+// 1 KiB, channels, timers).
 func TestHeldConnectionCost(t *testing.T) {
 	// An info-level JSON logger, as the broker runs with: a connection
 	// that does not log must not pay for its logger's attributes.
@@ -44,7 +45,8 @@ func TestHeldConnectionCost(t *testing.T) {
 		}
 		conns[i] = nc
 	}
-	eventually(t, "one goroutine per connection", func() bool { return runtime.NumGoroutine() <= goroutines+n })
+	// A few may still wait out parkAfter, or be ending their goroutine.
+	eventually(t, "no goroutine per connection", func() bool { return runtime.NumGoroutine() <= goroutines+n/100 })
 	b.shard.sweepBatches() // they wrote their CONNACK: quiet since
 	b.shard.sweepBatches()
 	runtime.GC()
@@ -56,10 +58,8 @@ func TestHeldConnectionCost(t *testing.T) {
 	if perConn > 5<<10 {
 		t.Fatalf("a held connection costs %d B of heap", perConn)
 	}
-	// The handshake runs in steps so that the reader's stack stays at
-	// 4 KiB (a stack never shrinks below twice its use while parked).
-	if stack > 5<<10 && !raceEnabled {
-		t.Fatalf("a held connection's reader has a %d B stack", stack)
+	if stack > 256 {
+		t.Fatalf("a held connection keeps %d B of stack", stack)
 	}
 	// They still answer.
 	for _, nc := range conns[:10] {

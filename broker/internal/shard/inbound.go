@@ -11,7 +11,7 @@ const readBufSize = 4096
 // inbound is a reader's decoding scratch: the packets it decodes into and
 // its match results. A reader holds one, and a read buffer, only while
 // it has input to handle: an idle connection waits with neither
-// (conn.idle), which is most of a held connection's memory.
+// (conn.idle, park.go), which is most of a held connection's memory.
 type inbound struct {
 	pub     packet.Publish
 	ack     packet.Ack
@@ -28,16 +28,6 @@ type inbound struct {
 	// flush, for the session's StateAcked record (ackrecord.go).
 	logAcks  [maxLogAcks]uint64
 	nlogAcks int
-}
-
-// idle waits for the client's next packet holding no buffer or scratch,
-// then takes them back. It reports the wait's error (the read deadline,
-// a closed socket), which the next read meets too.
-func (c *conn) idle() error {
-	c.releaseInput()
-	err := c.w.raw.waitReadable()
-	c.takeReadBuf()
-	return err
 }
 
 // takeReadBuf gives the reader a pooled buffer: a big one if its last

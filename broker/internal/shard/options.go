@@ -15,6 +15,12 @@ import (
 type Options struct {
 	// Logger receives connection and shard events; nil discards them.
 	Logger *slog.Logger
+	// Poller, when set, parks the idle plain-socket connections handed to
+	// Serve: they hold no goroutine until input comes, their keep alive
+	// runs out or they are kicked (park.go, broker/internal/poller). One
+	// poller serves every shard of a process; nil keeps a goroutine per
+	// connection.
+	Poller Poller
 	// Store persists retained messages and sessions; nil means a fresh
 	// store.Memory, closed by Shutdown. A Store passed in is the
 	// caller's to close, after Shutdown.

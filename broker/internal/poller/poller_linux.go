@@ -1,0 +1,172 @@
+// Package poller wakes idle connections when their socket turns readable,
+// so that a connection with nothing to read holds no goroutine: one epoll
+// instance and one goroutine blocked in epoll_wait serve the whole process
+// (docs/idle-connections.md).
+//
+// A socket is armed with EPOLLIN|EPOLLRDHUP|EPOLLONESHOT: the poller
+// reports it once, then ignores it until it is armed again. Level
+// triggered, so a socket that is already readable when armed is reported
+// at once. The same descriptor stays in Go's own (edge-triggered) netpoll;
+// a descriptor may be in several epoll sets, and Go's has no waiter for it
+// while the connection is parked here. Nothing is read here: the woken
+// connection reads through its net.Conn.
+package poller
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// stopKey is the event key of the poller's own eventfd (Close).
+const stopKey = 0
+
+// Poller is one epoll instance and the goroutine waiting on it.
+type Poller struct {
+	log  *slog.Logger
+	epfd int
+	evfd int // written by Close to end the wait loop
+	done chan struct{}
+
+	mu     sync.RWMutex // closed, and epfd against Close; wakers
+	closed bool
+	wakers map[uint64]func()
+	next   uint64
+}
+
+// Supported reports whether this system has a poller (Linux).
+const Supported = true
+
+// New starts a poller. log (nil discards) gets the wait loop's failures.
+func New(log *slog.Logger) (*Poller, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	evfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		_ = unix.Close(epfd)
+		return nil, err
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN}
+	setKey(&ev, stopKey)
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, evfd, &ev); err != nil {
+		_ = unix.Close(epfd)
+		_ = unix.Close(evfd)
+		return nil, err
+	}
+	p := &Poller{log: log, epfd: epfd, evfd: evfd, done: make(chan struct{}), wakers: make(map[uint64]func()), next: stopKey}
+	go p.wait()
+	return p, nil
+}
+
+// Watch registers wake, called on the poller's goroutine each time a
+// socket armed with the returned key turns readable (or is closed by the
+// peer, or fails). wake must be quick: it hands the work to another
+// goroutine. Keys are never reused, so a late event for a connection
+// that is gone wakes nobody.
+func (p *Poller) Watch(wake func()) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.next++
+	p.wakers[p.next] = wake
+	return p.next
+}
+
+// Unwatch forgets key; events still on their way for it are dropped.
+func (p *Poller) Unwatch(key uint64) {
+	p.mu.Lock()
+	delete(p.wakers, key)
+	p.mu.Unlock()
+}
+
+// ErrClosed is returned by Arm after Close.
+var ErrClosed = errors.New("poller: closed")
+
+// Arm asks for one wake-up of key when fd turns readable: added is false
+// the first time fd is armed (EPOLL_CTL_ADD), true after (EPOLL_CTL_MOD).
+// The caller must hold fd open for the call (syscall.RawConn.Control):
+// a descriptor closed and reused meanwhile would arm another socket. A
+// closed socket leaves the epoll set by itself.
+func (p *Poller) Arm(fd uintptr, key uint64, added bool) error {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT}
+	setKey(&ev, key)
+	op := unix.EPOLL_CTL_ADD
+	if added {
+		op = unix.EPOLL_CTL_MOD
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return ErrClosed
+	}
+	return unix.EpollCtl(p.epfd, op, int(fd), &ev)
+}
+
+// Close stops the poller; sockets still armed are never woken. It is
+// idempotent.
+func (p *Poller) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.mu.Unlock()
+	one := [8]byte{1}
+	if _, err := unix.Write(p.evfd, one[:]); err != nil {
+		return err
+	}
+	<-p.done
+	return errors.Join(unix.Close(p.epfd), unix.Close(p.evfd))
+}
+
+// wait is the poller's goroutine: epoll_wait is a blocking system call,
+// so the runtime gives its processor to other goroutines meanwhile.
+func (p *Poller) wait() {
+	defer close(p.done)
+	events := make([]unix.EpollEvent, 256)
+	wake := make([]func(), 0, len(events))
+	for {
+		n, err := unix.EpollWait(p.epfd, events, -1)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			p.log.Error("epoll_wait failed: parked connections are no longer woken", "err", err)
+			return
+		}
+		p.mu.RLock()
+		for i := range n {
+			key := keyOf(&events[i])
+			if key == stopKey {
+				p.mu.RUnlock()
+				return
+			}
+			if f := p.wakers[key]; f != nil {
+				wake = append(wake, f)
+			}
+		}
+		p.mu.RUnlock()
+		for i, f := range wake {
+			f()
+			wake[i] = nil
+		}
+		wake = wake[:0]
+	}
+}
+
+// setKey stores a 64-bit key in the event's data (epoll_data_t).
+func setKey(ev *unix.EpollEvent, key uint64) {
+	ev.Fd = int32(uint32(key))
+	ev.Pad = int32(uint32(key >> 32))
+}
+
+func keyOf(ev *unix.EpollEvent) uint64 {
+	return uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+}

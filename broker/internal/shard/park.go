@@ -1,0 +1,203 @@
+package shard
+
+import (
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Poller wakes parked connections (broker/internal/poller): Watch
+// registers a wake-up under a key, Arm asks for one wake-up of the key
+// when the descriptor turns readable.
+type Poller interface {
+	Watch(wake func()) (key uint64)
+	Unwatch(key uint64)
+	Arm(fd uintptr, key uint64, added bool) error
+}
+
+// parkAfter is how long a reader with nothing to read waits on its own
+// goroutine (Go's netpoll) before it parks: a busy connection, whose next
+// packet comes within it, never pays for parking and waking, and an idle
+// one gives its goroutine back this soon.
+const parkAfter = 20 * time.Millisecond
+
+// The reader's states (conn.pstate).
+const (
+	readerRunning uint32 = iota // a goroutine runs the read loop
+	readerParked                // no goroutine: whoever wins the CAS to running resumes it
+)
+
+// parking is what a connection that can park keeps for it: its poller
+// key, the keep-alive timer that replaces the read deadline while parked,
+// and callbacks bound once, so that parking allocates nothing.
+//
+// Once a reader has stored readerParked, another goroutine may resume it
+// at once (an input wake-up can come as soon as the socket is armed):
+// what the parking goroutine touches after that store is atomic or
+// concurrency-safe.
+type parking struct {
+	poller Poller
+	rc     syscall.RawConn
+	key    uint64
+	added  atomic.Bool   // the socket is in the poller's epoll set
+	fails  atomic.Uint64 // failed armings
+	// due is when the keep alive runs out (Unix nanoseconds) while
+	// parked; 0 none.
+	due      atomic.Int64
+	timer    *time.Timer // fires at due; made on the first park
+	expired  bool        // set by the timer's wake-up for the resumed loop
+	resumeFn func()      // c.resume
+	armFn    func(fd uintptr)
+}
+
+// canPark sets up parking for a connection handed to Serve: only a plain
+// socket (TCP, Unix, under a PROXY protocol wrapper too), whose readable
+// bytes are its next packet's; TLS and WebSocket connections hold
+// decrypted or unframed input of their own and keep their goroutine.
+func (c *conn) canPark(p Poller) {
+	if p == nil || c.w.raw == nil {
+		return
+	}
+	k := &parking{poller: p, rc: c.w.raw.rc}
+	k.resumeFn = c.resume
+	k.armFn = c.arm
+	if c.keepAlive > 0 {
+		// Made stopped now, only reset and stopped after: the reader and
+		// the connection's end may use it at once.
+		k.timer = time.AfterFunc(time.Hour, c.keepAliveDue)
+		k.timer.Stop()
+	}
+	k.key = p.Watch(c.pollWake)
+	c.park = k
+}
+
+// idle waits for the client's next packet holding no buffer or scratch.
+// A connection that can park waits at most parkAfter on its goroutine and
+// then reports park: it holds no buffer and its loop should park. Else it
+// takes its buffers back and reports the wait's error (the read deadline,
+// a closed socket), which the next read meets too.
+func (c *conn) idle(start time.Time) (park bool, err error) {
+	c.releaseInput()
+	if c.park == nil {
+		err = c.w.raw.waitReadable()
+		c.takeReadBuf()
+		return false, err
+	}
+	_ = c.nc.SetReadDeadline(start.Add(parkAfter))
+	err = c.w.raw.waitReadable()
+	if os.IsTimeout(err) && !c.kicked.Load() {
+		return true, nil
+	}
+	if err == nil {
+		c.setReadDeadline(start)
+	}
+	c.takeReadBuf()
+	return false, err
+}
+
+// setReadDeadline sets the keep-alive read deadline [MQTT-3.1.2-22]
+// (3.1.1: [MQTT-3.1.2-24]) counted from start, or none.
+func (c *conn) setReadDeadline(start time.Time) {
+	if c.keepAlive > 0 {
+		_ = c.nc.SetReadDeadline(start.Add(c.keepAlive))
+	} else {
+		_ = c.nc.SetReadDeadline(time.Time{})
+	}
+}
+
+// parkReader parks the reader, holding no buffer, after idle said so: it
+// reports true when the loop must return (its goroutine ends; a wake-up
+// resumes it on another), false when it must go on reading, having taken
+// its buffer back (kicked meanwhile, or the socket could not be armed).
+func (c *conn) parkReader(start time.Time) bool {
+	k := c.park
+	if k.timer != nil {
+		k.due.Store(start.Add(c.keepAlive).UnixNano())
+		k.timer.Reset(time.Until(start.Add(c.keepAlive)))
+	}
+	fails := k.fails.Load()
+	c.pstate.Store(readerParked)
+	if c.kicked.Load() {
+		// kick may have seen the reader running: whoever moves it back
+		// runs it.
+		return !c.unpark()
+	}
+	// From here the connection may run on another goroutine.
+	if err := k.rc.Control(k.armFn); err != nil || k.fails.Load() != fails {
+		// A closed socket, which the read reports. (A failure counted by
+		// a later park of a resumed reader only makes this try the CAS.)
+		return !c.unpark()
+	}
+	return true
+}
+
+// unpark takes a parked reader back on the calling goroutine: false when
+// another goroutine already resumed it. The reader holds its buffer again.
+func (c *conn) unpark() bool {
+	if !c.pstate.CompareAndSwap(readerParked, readerRunning) {
+		return false
+	}
+	c.takeReadBuf()
+	return true
+}
+
+func (c *conn) arm(fd uintptr) {
+	k := c.park
+	if err := k.poller.Arm(fd, k.key, k.added.Swap(true)); err != nil {
+		k.added.Store(false) // EPOLL_CTL_ADD again next time
+		k.fails.Add(1)
+	}
+}
+
+// wakeParked resumes a parked reader on a new goroutine; it reports
+// whether it did (the reader was parked and nobody else won it).
+func (c *conn) wakeParked() bool {
+	// Only a connection that can park is ever parked: c.park is set
+	// before, and read after, the CAS.
+	if !c.pstate.CompareAndSwap(readerParked, readerRunning) {
+		return false
+	}
+	go c.park.resumeFn()
+	return true
+}
+
+// pollWake is the poller's wake-up: the socket has input, an end of
+// stream or an error.
+func (c *conn) pollWake() { c.wakeParked() }
+
+// keepAliveDue is the keep-alive timer of a parked reader. A timer of an
+// earlier park may fire late, so it checks the current deadline.
+func (c *conn) keepAliveDue() {
+	if c.pstate.Load() != readerParked {
+		return
+	}
+	due := c.park.due.Load()
+	if due == 0 || time.Now().UnixNano() < due {
+		return
+	}
+	if c.pstate.CompareAndSwap(readerParked, readerRunning) {
+		c.park.expired = true // before the go statement: the resumed loop sees it
+		go c.park.resumeFn()
+	}
+}
+
+// resume runs a woken reader: it takes a read buffer and goes on with
+// the read loop where it parked.
+func (c *conn) resume() {
+	c.takeReadBuf()
+	c.loop()
+}
+
+// unwatch ends the connection's parking at its end: no wake-up reaches
+// it any more. Its socket leaves the epoll set when it is closed.
+func (c *conn) unwatch() {
+	k := c.park
+	if k == nil {
+		return
+	}
+	k.poller.Unwatch(k.key)
+	if k.timer != nil {
+		k.timer.Stop()
+	}
+}
