@@ -12,7 +12,7 @@ DEV     := infra/dev
 export BERTH_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:$(or $(BERTH_PG_PORT),54329)/postgres?sslmode=disable
 export BERTH_TEST_REDIS_URL    ?= redis://127.0.0.1:$(or $(BERTH_REDIS_PORT),63790)/0
 
-.PHONY: help run test lint bench bench-idle bench-micro bench-backlog bench-replay crash-qos1 crash-qos2 replica-idle replica-crash fault fuzz dev-up dev-down build images clean web web-deps
+.PHONY: help run test lint bench bench-idle bench-micro bench-backlog bench-replay crash-qos1 crash-qos2 replica-idle replica-crash fault fuzz dev-up dev-down build images clean web web-deps web-perf
 
 help: ## show this help
 	@echo "Berth: multi-tenant hosted MQTT."
@@ -63,6 +63,9 @@ fault: dev-up ## the e2e fault suite, its node-crash loop at FAULT_CYCLES (defau
 
 fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	@$(DEV)/fuzz.sh $(or $(FUZZTIME),30s)
+
+web-perf: web dev-up ## the dashboard's perf specs with their time budgets asserted (a quiet machine; make test only reports the times)
+	BERTH_PERF_BUDGETS=1 $(GO) test -count=1 -timeout 20m -run 'TestDashboardInChromium/perf' -v ./e2e/
 
 web-deps: ## install the dashboard's npm packages (npm ci) and chromium for its browser tests
 	@$(DEV)/web-deps.sh
