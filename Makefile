@@ -53,7 +53,7 @@ crash-qos2: ## QoS 2 exactly-once across 20 SIGKILLs of the standalone broker (-
 	cd broker && $(GO) test -race -count=1 -run TestQoS2CrashLoop -v ./cmd/broker -qos2-crash-cycles 20 -qos2-crash-most 5000
 
 replica-idle: ## CPU of 1,000 idle tenants' Raft groups on 3 nodes (quiesced, ticking, and per-bucket), no -race
-	cd broker && $(GO) test -count=1 -timeout 10m -run TestIdleGroupsCPU -v ./internal/replica -idle-groups 1000 -idle-window 5s
+	cd broker && $(GO) test -count=1 -timeout 10m -run TestIdleGroupsCPU -v ./internal/replica -idle-groups 1000 -idle-window 5s -idle-compare
 
 replica-crash: ## 10 SIGKILLs of the leader process of 3 replica node processes under load, test and production timing; failover times
 	cd broker && $(GO) test -race -count=1 -timeout 10m -run TestLeaderProcessKilled -v ./internal/replica -proc-cycles 10
