@@ -163,7 +163,7 @@ Flags:
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "node: close a tenant's shard after this long without connections")
 	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", cfg.OTLPEndpoint, "node: OTLP/HTTP collector base URL for message-path spans, e.g. http://collector:4318 (also OTEL_EXPORTER_OTLP_ENDPOINT); spans go to Postgres either way")
 	fs.IntVar(&cfg.TraceCap, "trace-cap", cfg.TraceCap, "node: most messages traced per tenant per second (sampled by rate or by a device's traceparent)")
-	fs.StringVar(&cfg.Peers, "peers", cfg.Peers, "node: the other nodes of a replicated cluster, id=host:port[@zone],... (their -node-id and -peer-listen); set, every tenant is replicated by its own Raft group")
+	fs.StringVar(&cfg.Peers, "peers", cfg.Peers, "node: the nodes of a replicated cluster, id=host:port[@zone],... (their -node-id and -peer-listen; this node's own entry is skipped, its zone used without -zone); set, every tenant is replicated by its own Raft group")
 	fs.StringVar(&cfg.PeerListen, "peer-listen", cfg.PeerListen, "node: with -peers, the Raft peer transport's listen address")
 	fs.StringVar(&cfg.PeerSecret, "peer-secret", cfg.PeerSecret, "node: with -peers, the cluster secret authenticating peers, at least 16 bytes (prefer BERTH_PEER_SECRET or -peer-secret-file)")
 	fs.StringVar(&cfg.PeerSecretFile, "peer-secret-file", cfg.PeerSecretFile, "node: with -peers, a file holding the cluster secret (trailing newline ignored)")

@@ -1,7 +1,10 @@
 // Command broker runs a standalone single-tenant MQTT broker: one tenant
-// shard behind a TCP listener and, optionally, a WebSocket listener.
+// shard behind a TCP listener and, optionally, a WebSocket listener; with
+// -node-id, a Berth node. `broker drain` asks a running node to hand its
+// tenants' leadership to other nodes (drain.go).
 //
 //	broker -listen 127.0.0.1:1883 -allow-anonymous -ws-listen 127.0.0.1:8083
+//	BERTH_NODE_TOKEN=… broker drain -admin 127.0.0.1:7880 -timeout 50s
 package main
 
 import (
@@ -28,6 +31,11 @@ var version, revision = "dev", "unknown"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == "drain" { // drain.go: the node's preStop hook
+		code := runDrain(ctx, os.Args[2:], os.Getenv, os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	if err := run(ctx, os.Args[1:], os.Getenv, nil); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return

@@ -15,7 +15,18 @@ import (
 // nodeConfig is the node's part of Config.
 func (c Config) nodeConfig(log *slog.Logger) node.Config {
 	policy, _ := wal.ParsePolicy(c.Fsync) // checked by validateNode
-	peers, _ := parsePeers(c.Peers)       // checked by validateNode
+	all, _ := parsePeers(c.Peers)         // checked by validateNode
+	// -peers may name this node too (one list for every node of a
+	// StatefulSet): it is skipped, its zone is this node's unless -zone.
+	var peers []node.Peer
+	zone := c.Zone
+	for _, p := range all {
+		if p.ID != c.NodeID {
+			peers = append(peers, p)
+		} else if zone == "" {
+			zone = p.Zone
+		}
+	}
 	return node.Config{
 		DataDir:        c.DataDir,
 		Fsync:          policy,
@@ -38,7 +49,7 @@ func (c Config) nodeConfig(log *slog.Logger) node.Config {
 		Peers:          peers,
 		PeerListen:     c.PeerListen,
 		PeerSecret:     []byte(c.PeerSecret),
-		Zone:           c.Zone,
+		Zone:           zone,
 		Replicas:       c.Replicas,
 		Logger:         log,
 	}

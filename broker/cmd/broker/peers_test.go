@@ -45,7 +45,10 @@ func TestReplicationFlags(t *testing.T) {
 		{name: "short secret", args: []string{"-peers", "n2=127.0.0.1:7882", "-peer-secret", "short"}, wantErr: true},
 		{name: "peer without address", args: []string{"-peers", "n2", "-peer-secret-file", secretFile}, wantErr: true},
 		{name: "peer address without port", args: []string{"-peers", "n2=10.0.0.2", "-peer-secret-file", secretFile}, wantErr: true},
-		{name: "this node as a peer", args: []string{"-peers", "n1=127.0.0.1:7882", "-peer-secret-file", secretFile}, wantErr: true},
+		{name: "this node in the list is skipped, its zone taken",
+			args: []string{"-peers", "n1=10.0.0.1:7881@eu-1a,n2=10.0.0.2:7881@eu-1b", "-peer-secret-file", secretFile},
+			want: []node.Peer{{ID: "n2", Addr: "10.0.0.2:7881", Zone: "eu-1b"}}, secret: "peer-secret-0123456789", zone: "eu-1a", listen: ":7881", replicas: 3},
+		{name: "the same node twice", args: []string{"-peers", "n2=127.0.0.1:7882,n2=127.0.0.1:7883", "-peer-secret-file", secretFile}, wantErr: true},
 		{name: "missing secret file", args: []string{"-peers", "n2=127.0.0.1:7882", "-peer-secret-file", secretFile + ".gone"}, wantErr: true},
 	}
 	for _, tc := range tests {

@@ -124,12 +124,13 @@ func (n *Node) handlePublish(w http.ResponseWriter, r *http.Request, t *tenant) 
 }
 
 // adminHandler serves the internal admin API (docs/contracts.md). Every
-// request must carry the node token.
+// request must carry the node token but the probes, /healthz and /readyz.
 func (n *Node) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "node_id": n.cfg.ID})
 	})
+	mux.HandleFunc("GET /readyz", n.handleReadyz) // readyz.go
 	mux.HandleFunc("GET /admin/tenants/{tid}/usage", n.withTenant(n.handleUsage))
 	mux.HandleFunc("GET /admin/tenants/{tid}/sessions", n.withTenant(func(w http.ResponseWriter, _ *http.Request, t *tenant) {
 		writeJSON(w, http.StatusOK, map[string]any{"sessions": t.sh.Sessions()})
@@ -173,7 +174,7 @@ func (n *Node) adminHandler() http.Handler {
 func (n *Node) requireToken(next http.Handler) http.Handler {
 	want := []byte("Bearer " + n.cfg.NodeToken)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" {
+		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" { // probes: no token, no tenant data
 			got := []byte(r.Header.Get("Authorization"))
 			if subtle.ConstantTimeCompare(got, want) != 1 {
 				writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong node token"})

@@ -130,7 +130,9 @@ func (n *Node) startReplication(ctx context.Context) error {
 	}
 	r.placement = placement.NewRecorder(placement.NewStore(n.pool), placement.RecorderOptions{Logger: n.log})
 	r.placement.Start(n.ctx)
-	n.repl = r
+	n.mu.Lock()
+	n.repl = r // under mu: /readyz may ask while Start runs (readyz.go)
+	n.mu.Unlock()
 	n.goBackground(r.leadLoop)
 	n.log.Info("replication up", "peer_listen", host.Addr(), "raft_id", r.self, "peers", len(c.Peers), "replicas", r.size, "groups", len(r.groups))
 	return nil

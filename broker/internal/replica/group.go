@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 
@@ -35,7 +36,10 @@ var (
 
 // proposalHeader prefixes every proposed entry: the proposing node and its
 // sequence number, so the proposer recognises its entry when it is applied
-// (and one that another leader overwrote).
+// (and one that another leader overwrote). A group starts its sequence at
+// a random 64-bit number each time it opens, so an entry this node
+// proposed before a restart, applied (or received again) after it, never
+// matches a proposal of this boot.
 const proposalHeader = 16
 
 // batchMax bounds how many queued proposals or messages one loop turn takes
@@ -93,6 +97,10 @@ type Group struct {
 	leadAtom  atomic.Uint64
 	termAtom  atomic.Uint64
 	applAtom  atomic.Uint64
+
+	// What this node has heard of the group's progress (progress.go).
+	knownCommit atomic.Uint64
+	heardTerm   atomic.Uint64
 }
 
 func newGroup(h *Host, id uint64, voters []uint64, sm StateMachine) (*Group, error) {
@@ -119,6 +127,9 @@ func newGroup(h *Host, id uint64, voters []uint64, sm StateMachine) (*Group, err
 		pending: map[uint64]*proposal{}, byIndex: map[uint64]uint64{},
 		confState: proto.Clone(cs).(*pb.ConfState),
 	}
+	g.seq.Store(rand.Uint64()) // per boot: see proposalHeader
+	hs, _, _ := store.InitialState()
+	g.noteCommit(hs.GetCommit()) // entries committed before a restart are applied again first
 	snap, _ := store.Snapshot()
 	if !raft.IsEmptySnap(snap) {
 		if err := sm.Restore(snap.GetData()); err != nil {
@@ -344,6 +355,7 @@ func (g *Group) step(in inMsg) {
 		g.log.Debug("replica: step", "type", m.GetType().String(), "from", m.GetFrom(), "err", err)
 		return
 	}
+	g.heard(m)
 	if in.quiesce {
 		g.followerQuiesce(m)
 	}
@@ -373,6 +385,7 @@ func (g *Group) handleReady() error {
 		}
 		if rd.HardState != nil {
 			g.termAtom.Store(rd.HardState.GetTerm())
+			g.noteCommit(rd.HardState.GetCommit())
 		}
 		for _, e := range rd.Entries {
 			if d := e.GetData(); len(d) >= proposalHeader && binary.BigEndian.Uint64(d[0:8]) == g.node {

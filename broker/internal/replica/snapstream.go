@@ -227,6 +227,7 @@ func (h *Host) receiveSnapshot(from uint64, kind byte, g *Group, payload []byte)
 			in.failed = fmt.Errorf("%w: begin frame", ErrSnapStream)
 		} else {
 			in.index = binary.BigEndian.Uint64(payload)
+			g.noteCommit(in.index) // committed at the leader; this node is behind until it has it
 			if err := os.RemoveAll(in.dir); err != nil {
 				in.failed = err
 			} else if err := os.MkdirAll(in.dir, 0o755); err != nil {

@@ -36,8 +36,8 @@ type renderCase struct {
 
 // renderCases: the default values (with the one required value), the
 // production-like file, that file where the Prometheus Operator's API
-// exists, that file with Redis Sentinel and with Redis Cluster, and the
-// trial mode.
+// exists, that file with Redis Sentinel and with Redis Cluster, the trial
+// mode, and one node (which does not replicate).
 func renderCases() []renderCase {
 	return []renderCase{
 		{name: "default", args: []string{"--set", "image.tag=0.1.0"}},
@@ -47,6 +47,7 @@ func renderCases() []renderCase {
 		{name: "redis-cluster", args: []string{"-f", prodValues, "-f", clusterValues}},
 		{name: "trial", bundled: true, args: []string{"--set", "image.tag=0.1.0",
 			"--set", "database.bundled.enabled=true", "--set", "redis.bundled.enabled=true"}},
+		{name: "one-node", args: []string{"--set", "image.tag=0.1.0", "--set", "node.replicas=1"}},
 	}
 }
 

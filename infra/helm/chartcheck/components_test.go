@@ -26,8 +26,9 @@ func flagValue(args []string, name string) (string, bool) {
 }
 
 // TestNodeStatefulSet: a volume per pod for the WAL, stable per-pod
-// addresses through the headless Service, zone spread, probes on the admin
-// port's /healthz, and a grace period longer than the node's own.
+// addresses through the headless Service, zone spread, startup and
+// liveness probes on the admin port's /healthz, readiness on /readyz, and
+// a grace period longer than the node's own.
 func TestNodeStatefulSet(t *testing.T) {
 	h := newHelm(t)
 	objs := render(t, h, "-f", prodValues)
@@ -62,8 +63,12 @@ func TestNodeStatefulSet(t *testing.T) {
 		t.Error("POD_NAME does not come from metadata.name")
 	}
 	for name, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
-		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.String() != "admin" {
-			t.Errorf("%s probe %+v, want GET /healthz on the admin port", name, p)
+		path := "/healthz"
+		if name == "readiness" {
+			path = "/readyz" // caught up, not only up
+		}
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != path || p.HTTPGet.Port.String() != "admin" {
+			t.Errorf("%s probe %+v, want GET %s on the admin port", name, p, path)
 		}
 	}
 	grace, _ := flagValue(c.Args, "shutdown-grace")

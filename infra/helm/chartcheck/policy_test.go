@@ -91,7 +91,7 @@ func checkContainer(t *testing.T, w workload, ps corev1.PodSpec, c corev1.Contai
 }
 
 // secretFlags name the command-line flags that would carry a secret.
-var secretFlags = []string{"-proxy-secret", "-node-token", "-key-encryption-key", "-stripe-key",
+var secretFlags = []string{"-proxy-secret", "-node-token", "-peer-secret", "-key-encryption-key", "-stripe-key",
 	"-stripe-webhook-secret", "-password", "-database-url", "-redis-url", "-redis-password", "-redis-sentinel-password"}
 
 // secretEnv matches the environment variables that carry secrets.
@@ -169,7 +169,7 @@ func TestPolicyDisruptionBudgets(t *testing.T) {
 // TestPolicyNetwork: ingress is denied to every pod of the release but for
 // the paths the design names: devices to the gateways' listeners, gateways
 // to the nodes' MQTT port, the API (and metrics scrapers) to the nodes'
-// admin port.
+// admin port, and, when they replicate, nodes to the nodes' peer port.
 func TestPolicyNetwork(t *testing.T) {
 	h := newHelm(t)
 	for _, rc := range renderCases() {
@@ -223,8 +223,15 @@ func TestPolicyNetwork(t *testing.T) {
 			if got := reach["admin"]; !slices.Equal(got, []string{"berth-api"}) {
 				t.Errorf("nodes' admin port reachable from %v, want only the API", got)
 			}
-			if len(reach) != 2 {
-				t.Errorf("node ports opened: %v, want mqtt-internal and admin", reach)
+			wantPorts := 2
+			if replicated(t, objs) {
+				wantPorts = 3
+				if got := reach["peer"]; !slices.Equal(got, []string{"berth-node"}) {
+					t.Errorf("nodes' peer port reachable from %v, want only the nodes", got)
+				}
+			}
+			if len(reach) != wantPorts {
+				t.Errorf("node ports opened: %v, want mqtt-internal, admin and (replicating) peer", reach)
 			}
 
 			gw := find[*networkingv1.NetworkPolicy](t, objs, "NetworkPolicy", "berth-gateway")

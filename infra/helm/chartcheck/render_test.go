@@ -69,6 +69,8 @@ func TestRefusals(t *testing.T) {
 		{"secret in clear", append(tag, "--set", "secrets.proxySecret.value=0123456789abcdef"), "additional properties 'value' not allowed"},
 		{"database URL in clear", append(tag, "--set", "database.url=postgres://u:p@db/berth"), "additional properties 'url' not allowed"},
 		{"secret ref without a name", append(tag, "--set", "secrets.nodeToken.name="), "secrets/nodeToken/name"},
+		{"peer secret in clear", append(tag, "--set", "secrets.peerSecret.value=0123456789abcdef"), "additional properties 'value' not allowed"},
+		{"drain longer than the node allows", append(tag, "--set", "node.replication.drainTimeoutSeconds=601"), "node/replication/drainTimeoutSeconds"},
 		{"root allowed", append(tag, "--set", "podSecurityContext.runAsNonRoot=false"), "runAsNonRoot"},
 		{"writable root fs", append(tag, "--set", "securityContext.readOnlyRootFilesystem=false"), "readOnlyRootFilesystem"},
 		{"TLS without its Secret", append(tag, "--set", "gateway.tls.enabled=true"), "gateway.tls.secretName is required"},

@@ -46,6 +46,23 @@ helm.sh/chart: {{ printf "%s-%s" (index . 0).Chart.Name (index . 0).Chart.Versio
 {{- include "berth.name" (list . "node") -}}
 {{- end -}}
 
+{{/* berth.replicated: "true" when the nodes replicate (node.replication). */}}
+{{- define "berth.replicated" -}}
+{{- if and .Values.node.replication.enabled (ge (int .Values.node.replicas) 3) -}}true{{- end -}}
+{{- end -}}
+
+{{/* berth.nodePeers: -peers for every node, every pod by its stable DNS
+name (a node skips its own entry). */}}
+{{- define "berth.nodePeers" -}}
+{{- $sts := include "berth.name" (list . "node") -}}
+{{- $dns := printf "%s.%s.svc.%s" (include "berth.nodeHeadless" .) .Release.Namespace .Values.clusterDomain -}}
+{{- $peers := list -}}
+{{- range $i := until (int .Values.node.replicas) -}}
+{{- $peers = append $peers (printf "%s-%d=%s-%d.%s:7881" $sts $i $sts $i $dns) -}}
+{{- end -}}
+{{- join "," $peers -}}
+{{- end -}}
+
 {{- define "berth.jwksURL" -}}
 http://{{ include "berth.name" (list . "api") }}.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}:{{ .Values.api.service.port }}/v1/.well-known/jwks.json
 {{- end -}}
