@@ -12,7 +12,7 @@ DEV     := infra/dev
 export BERTH_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:$(or $(BERTH_PG_PORT),54329)/postgres?sslmode=disable
 export BERTH_TEST_REDIS_URL    ?= redis://127.0.0.1:$(or $(BERTH_REDIS_PORT),63790)/0
 
-.PHONY: help run test lint bench bench-idle bench-micro bench-backlog bench-replay crash-qos1 crash-qos2 replica-idle replica-crash fault fuzz dev-up dev-down build images clean web web-deps web-perf
+.PHONY: help run test lint bench bench-idle bench-micro bench-backlog bench-replay crash-qos1 crash-qos2 replica-idle replica-crash fault fault-repl fuzz dev-up dev-down build images clean web web-deps web-perf
 
 help: ## show this help
 	@echo "Berth: multi-tenant hosted MQTT."
@@ -60,6 +60,9 @@ replica-crash: ## 10 SIGKILLs of the leader process of 3 replica node processes 
 
 fault: dev-up ## the e2e fault suite, its node-crash loop at FAULT_CYCLES (default 50) SIGKILLs
 	BERTH_FAULT_CYCLES=$(or $(FAULT_CYCLES),50) $(GO) test -race -count=1 -timeout 30m -run TestFault -v ./e2e/
+
+fault-repl: dev-up ## the replication e2e cases (3 node processes via the gateway: leader SIGKILL, SIGSTOP, drain), REPL_CYCLES (default 10) leader kills; make test runs 3
+	BERTH_REPL_CYCLES=$(or $(REPL_CYCLES),10) $(GO) test -race -count=1 -timeout 30m -run TestReplication -v ./e2e/
 
 fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	@$(DEV)/fuzz.sh $(or $(FUZZTIME),30s)

@@ -42,6 +42,13 @@ type faultLoad struct {
 	errored  atomic.Int64 // publishes that ended without a PUBACK (connection lost, timeout)
 	lastErr  atomic.Value // string: the latest connect/publish error, for failure messages
 
+	// Optional hooks, set before Publish and Subscribe: onAck runs for
+	// every successful PUBACK, with when its connection was accepted
+	// (CONNACK) and when the PUBACK came; onDrop when a client's
+	// connection ends while the load runs.
+	onAck  func(connected, at time.Time)
+	onDrop func(at time.Time)
+
 	stop    chan struct{} // ends every client
 	pubStop chan struct{} // ends the publishers
 	wg      sync.WaitGroup
@@ -91,12 +98,21 @@ func (l *faultLoad) dial(try int, id string, cleanStart bool, onMsg func(paho.Pu
 
 // Subscribe starts the persistent subscriber and returns once it has
 // subscribed the first time.
-func (l *faultLoad) Subscribe(id string) {
+func (l *faultLoad) Subscribe(id string) { l.subscribe(id, false) }
+
+// Resume starts the persistent subscriber of a session that exists
+// already (subscribed before, then left): it subscribes again only when
+// the session is not present, which loses what it held.
+func (l *faultLoad) Resume(id string) { l.subscribe(id, true) }
+
+func (l *faultLoad) subscribe(id string, subscribed bool) {
 	ready := make(chan struct{})
+	if subscribed {
+		close(ready)
+	}
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		subscribed := false
 		for try := 0; ; try++ {
 			cl, ack := l.dial(try, id, false, func(p paho.PublishReceived) {
 				l.mu.Lock()
@@ -128,6 +144,9 @@ func (l *faultLoad) Subscribe(id string) {
 			}
 			select {
 			case <-cl.Done():
+				if l.onDrop != nil {
+					l.onDrop(time.Now())
+				}
 			case <-l.stop:
 				_ = cl.Disconnect(&paho.Disconnect{})
 				return
@@ -166,6 +185,7 @@ func (l *faultLoad) Publish(id string, pipeline int) {
 				}
 				continue
 			}
+			connected := time.Now()
 			var workers sync.WaitGroup
 			for range pipeline {
 				workers.Add(1)
@@ -195,11 +215,17 @@ func (l *faultLoad) Publish(id string, pipeline int) {
 						l.mu.Unlock()
 						if res.ReasonCode < 0x80 {
 							l.ackCount.Add(1)
+							if l.onAck != nil {
+								l.onAck(connected, time.Now())
+							}
 						}
 					}
 				}()
 			}
 			workers.Wait()
+			if l.onDrop != nil && l.publishing() {
+				l.onDrop(time.Now())
+			}
 			_ = cl.Disconnect(&paho.Disconnect{})
 		}
 	}()

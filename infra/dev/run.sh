@@ -7,6 +7,11 @@
 # too, when this run started them) and exits 0; the data stays in .run/ for
 # the next run. Every port is checked before anything starts: a taken one
 # is named with the variable that moves it, and the run stops (exit 1).
+#
+# BERTH_NODES=3 make run starts three broker nodes replicating every tenant
+# (docs/replication.md): dev-node-1..3, node i on BERTH_NODE_MQTT,
+# BERTH_NODE_ADMIN and BERTH_NODE_PEER with 10*(i-1) added to each port,
+# data in .run/nodes/<node-id>/, pid files .run/nodes/<node-id>.pid.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$BERTH_ROOT"
@@ -26,6 +31,11 @@ MQTT_ADDR=${BERTH_MQTT_LISTEN:-127.0.0.1:1883}
 WS_ADDR=${BERTH_WS_LISTEN:-127.0.0.1:8083}
 NODE_MQTT=${BERTH_NODE_MQTT:-127.0.0.1:7883}
 NODE_ADMIN=${BERTH_NODE_ADMIN:-127.0.0.1:7880}
+NODE_PEER=${BERTH_NODE_PEER:-127.0.0.1:7881}
+NODES=${BERTH_NODES:-1}
+[[ $NODES =~ ^[1-9]$ ]] || die "BERTH_NODES=$NODES: want a number of nodes from 1 to 9"
+# node_addr ADDR I: ADDR with 10*(I-1) added to its port (node I's).
+node_addr() { echo "${1%:*}:$((${1##*:} + 10 * ($2 - 1)))"; }
 GW_METRICS=${BERTH_GATEWAY_METRICS:-127.0.0.1:9101}
 API_METRICS=${BERTH_API_METRICS:-127.0.0.1:9102}
 BIN=$BERTH_RUN_DIR/bin
@@ -43,6 +53,13 @@ ports=(
 	"$NODE_MQTT BERTH_NODE_MQTT node-mqtt"
 	"$NODE_ADMIN BERTH_NODE_ADMIN node-admin"
 )
+if [ "$NODES" -gt 1 ]; then
+	ports+=("$NODE_PEER BERTH_NODE_PEER node-peer")
+	for i in $(seq 2 "$NODES"); do
+		ports+=("$(node_addr "$NODE_MQTT" "$i") BERTH_NODE_MQTT node$i-mqtt" "$(node_addr "$NODE_ADMIN" "$i") BERTH_NODE_ADMIN node$i-admin"
+			"$(node_addr "$NODE_PEER" "$i") BERTH_NODE_PEER node$i-peer")
+	done
+fi
 dev=$(dirname "$0")
 pg_ours=; redis_ours=
 "$dev/postgres.sh" status >/dev/null 2>&1 && pg_ours=running || ports+=("127.0.0.1:$BERTH_PG_PORT BERTH_PG_PORT postgres")
@@ -66,6 +83,7 @@ cleanup() {
 	log "stopping"
 	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -f "$BERTH_RUN_DIR"/nodes/*.pid
 	# Only what this run started: a Postgres or Redis already up (make
 	# dev-up, the tests) stays up.
 	[ -n "$redis_ours" ] || "$dev/redis.sh" stop || true
@@ -87,6 +105,8 @@ if [ ! -s "$secrets" ]; then
 	umask 077
 	printf 'BERTH_PROXY_SECRET=%s\nBERTH_NODE_TOKEN=%s\n' "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$secrets"
 fi
+# The nodes' cluster secret, made by the first replicated run.
+[ "$NODES" = 1 ] || grep -q '^BERTH_PEER_SECRET=' "$secrets" || (umask 077 && printf 'BERTH_PEER_SECRET=%s\n' "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$secrets")
 set -a; . "$secrets"; set +a
 export DATABASE_URL REDIS_URL
 
@@ -142,18 +162,41 @@ fi
 # The node after the API, so its first JWKS fetch finds the keys. Its
 # readiness is its admin (HTTP) port: a bare connection to its MQTT port,
 # which wants a PROXY header first, would be logged as refused.
-if [ -n "$full" ]; then
+if [ -n "$full" ] && [ "$NODES" = 1 ]; then
 	start broker -node-id dev-node-1 -internal-listen "$NODE_MQTT" -admin-listen "$NODE_ADMIN" \
 		-data "$BERTH_RUN_DIR/node-data" -database-url "$DATABASE_URL" \
 		-jwks-url "http://$API_ADDR/v1/.well-known/jwks.json"
 	wait_port "$NODE_ADMIN" broker
+elif [ -n "$full" ]; then
+	# Replicating nodes: each lists the others in -peers, one zone each;
+	# BERTH_PEER_SECRET (secrets.env) authenticates them to one another.
+	mkdir -p "$BERTH_RUN_DIR/nodes"
+	for i in $(seq "$NODES"); do
+		peers=
+		for j in $(seq "$NODES"); do
+			[ "$j" = "$i" ] || peers+="${peers:+,}dev-node-$j=$(node_addr "$NODE_PEER" "$j")@z$j"
+		done
+		id=dev-node-$i
+		"$BIN/broker" -node-id "$id" -internal-listen "$(node_addr "$NODE_MQTT" "$i")" -admin-listen "$(node_addr "$NODE_ADMIN" "$i")" \
+			-data "$BERTH_RUN_DIR/nodes/$id" -database-url "$DATABASE_URL" -jwks-url "http://$API_ADDR/v1/.well-known/jwks.json" \
+			-peers "$peers" -peer-listen "$(node_addr "$NODE_PEER" "$i")" -zone "z$i" >"$LOGS/$id.log" 2>&1 &
+		pids+=($!)
+		echo $! >"$BERTH_RUN_DIR/nodes/$id.pid"
+	done
+	for i in $(seq "$NODES"); do wait_port "$(node_addr "$NODE_ADMIN" "$i")" "dev-node-$i"; done
 fi
 if [ -n "$full" ] && [ -n "$api" ]; then
 	start gateway -gateway-id dev-gw-1 -listen "$MQTT_ADDR" -listen-ws "$WS_ADDR" -listen-tls "" -listen-wss "" \
 		-metrics-listen "$GW_METRICS" -trace-sample 1 -jwks-url "http://$API_ADDR/v1/.well-known/jwks.json" \
 		-database-url "$DATABASE_URL" -redis-url "$REDIS_URL" -log-format text
 	wait_port "$MQTT_ADDR" gateway
-	echo "  node       mqtt $NODE_MQTT (PROXY v2 only), admin http://$NODE_ADMIN"
+	if [ "$NODES" = 1 ]; then
+		echo "  node       mqtt $NODE_MQTT (PROXY v2 only), admin http://$NODE_ADMIN"
+	else
+		for i in $(seq "$NODES"); do
+			echo "  dev-node-$i mqtt $(node_addr "$NODE_MQTT" "$i") (PROXY v2 only), admin http://$(node_addr "$NODE_ADMIN" "$i"), peer $(node_addr "$NODE_PEER" "$i"), pid file $BERTH_RUN_DIR/nodes/dev-node-$i.pid"
+		done
+	fi
 	echo "  gateway    mqtt://$MQTT_ADDR  ws://$WS_ADDR/mqtt  metrics http://$GW_METRICS/metrics"
 else
 	# Without the API the broker runs standalone and anonymous.

@@ -52,6 +52,11 @@ type Options struct {
 	// fresh t.TempDir(): a test's own filesystem (a small tmpfs for disk
 	// full, say), which the test mounts and unmounts itself.
 	NodeData string
+	// Nodes is how many broker nodes; 0 or 1: one node, not replicating.
+	// More: that many nodes replicating every tenant through its own Raft
+	// group (-peers, docs/replication.md), in Stack.Cluster; NodeData is
+	// then ignored (each node has a fresh directory).
+	Nodes int
 	// GatewayIP, when set, is the address gateways listen on instead of
 	// 127.0.0.1: a local address a test gave a veth of its own network
 	// namespace, so that traffic from that namespace reaches them.
@@ -83,10 +88,14 @@ type Stack struct {
 	NodeMQTT    string
 	NodeAdmin   string
 	NodeData    string // the node's -data directory
-	Gateways    []*Gateway
+	// Cluster is every node of a replicating stack (Options.Nodes > 1);
+	// Node, NodeMQTT, NodeAdmin and NodeData are then its first.
+	Cluster  []*ClusterNode
+	Gateways []*Gateway
 
 	ProxySecret string
 	NodeToken   string
+	PeerSecret  string // the nodes' BERTH_PEER_SECRET, in a replicating stack
 	// KeyEncryptionKey seals the API's signing keys at rest (hex, 32
 	// bytes): the stack runs the API as in production, not with -dev.
 	KeyEncryptionKey string
@@ -148,23 +157,11 @@ func New(t testing.TB, bins Binaries, opts Options) *Stack {
 		}
 	}
 
-	s.nodeBin = bins.Broker
-	s.NodeData = opts.NodeData
-	if s.NodeData == "" {
-		s.NodeData = t.TempDir()
+	if opts.Nodes > 1 {
+		s.startCluster(t, bins.Broker, opts.Nodes, opts, apiAddr)
+	} else {
+		s.startNode(t, bins.Broker, opts, apiAddr)
 	}
-	s.nodeArgs = []string{
-		"-node-id", "node-" + randomHex(4),
-		"-internal-listen", s.NodeMQTT, "-admin-listen", s.NodeAdmin,
-		"-data", s.NodeData, "-log-format", "text", "-jwks-url", "http://" + apiAddr + "/v1/.well-known/jwks.json",
-	}
-	if opts.UsageInterval > 0 {
-		s.nodeArgs = append(s.nodeArgs, "-usage-interval", opts.UsageInterval.String())
-	}
-	s.nodeArgs = append(s.nodeArgs, opts.NodeArgs...)
-	s.nodeEnv = []string{"DATABASE_URL=" + s.DatabaseURL, "BERTH_PROXY_SECRET=" + s.ProxySecret, "BERTH_NODE_TOKEN=" + s.NodeToken}
-	s.Node = Start(t, "node", s.nodeBin, s.nodeArgs, s.nodeEnv)
-	WaitListening(t, s.Node, s.NodeMQTT, 30*time.Second)
 
 	s.APIMetrics = FreeAddr(t)
 	apiArgs := []string{
@@ -215,12 +212,38 @@ func New(t testing.TB, bins Binaries, opts Options) *Stack {
 	return s
 }
 
+// startNode starts the stack's one node (not replicating) and returns when
+// it listens.
+func (s *Stack) startNode(t testing.TB, bin string, opts Options, apiAddr string) {
+	t.Helper()
+	s.nodeBin = bin
+	s.NodeData = opts.NodeData
+	if s.NodeData == "" {
+		s.NodeData = t.TempDir()
+	}
+	s.nodeArgs = []string{
+		"-node-id", "node-" + randomHex(4),
+		"-internal-listen", s.NodeMQTT, "-admin-listen", s.NodeAdmin,
+		"-data", s.NodeData, "-log-format", "text", "-jwks-url", "http://" + apiAddr + "/v1/.well-known/jwks.json",
+	}
+	if opts.UsageInterval > 0 {
+		s.nodeArgs = append(s.nodeArgs, "-usage-interval", opts.UsageInterval.String())
+	}
+	s.nodeArgs = append(s.nodeArgs, opts.NodeArgs...)
+	s.nodeEnv = []string{"DATABASE_URL=" + s.DatabaseURL, "BERTH_PROXY_SECRET=" + s.ProxySecret, "BERTH_NODE_TOKEN=" + s.NodeToken}
+	s.Node = Start(t, "node", s.nodeBin, s.nodeArgs, s.nodeEnv)
+	WaitListening(t, s.Node, s.NodeMQTT, 30*time.Second)
+}
+
 // RestartNode starts the node again, as the same node (id, data directory,
 // ports, secrets), once its process has ended (Node.Kill for a crash,
 // Node.Stop for a graceful stop), and returns when it listens. s.Node is
 // the new process; the old one's log stays with it.
 func (s *Stack) RestartNode(t testing.TB) {
 	t.Helper()
+	if len(s.Cluster) > 0 {
+		t.Fatal("RestartNode: a replicating stack restarts its nodes with Cluster[i].Restart")
+	}
 	if !s.Node.Exited() {
 		t.Fatal("RestartNode: the node is still running; Kill or Stop it first")
 	}

@@ -113,7 +113,25 @@ func (a *api) createTenant(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusCreated, a.tenantOut(t))
 }
 
-// getTenant answers the tenant, placing it first if it has no node yet.
+// tenantDetailJSON is GET /v1/tenants/{tid}'s answer: the tenant and its
+// replicated placement (null when the tenant has none).
+type tenantDetailJSON struct {
+	tenantJSON
+	Placement *placementJSON `json:"placement"`
+}
+
+// placementJSON is tenant_placement's row (docs/replication.md): the node
+// leading the tenant's Raft group (null when that node's row is gone), the
+// nodes holding a replica, and the epoch (the leader's Raft term).
+type placementJSON struct {
+	Leader    *string   `json:"leader"`
+	Replicas  []string  `json:"replicas"`
+	Epoch     int64     `json:"epoch"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// getTenant answers the tenant, placing it first if it has no node yet,
+// with its replicated placement.
 func (a *api) getTenant(w http.ResponseWriter, r *http.Request) error {
 	t := tenantFrom(r.Context())
 	if t.NodeID == nil {
@@ -122,7 +140,18 @@ func (a *api) getTenant(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	return writeJSON(w, http.StatusOK, a.tenantOut(t))
+	out := tenantDetailJSON{tenantJSON: a.tenantOut(t)}
+	p, err := a.store.TenantPlacement(r.Context(), t.ID)
+	if err != nil {
+		return err
+	}
+	if p != nil {
+		out.Placement = &placementJSON{Leader: p.Leader, Replicas: p.Replicas, Epoch: p.Epoch, UpdatedAt: p.UpdatedAt}
+		if out.Placement.Replicas == nil {
+			out.Placement.Replicas = []string{}
+		}
+	}
+	return writeJSON(w, http.StatusOK, out)
 }
 
 type updateTenantRequest struct {
