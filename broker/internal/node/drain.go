@@ -108,10 +108,34 @@ wait:
 	return rep
 }
 
+// replication is the node's replication, nil while Start has not brought
+// it up (the admin listener serves before) or without Config.Peers.
+func (n *Node) replication() *replicas {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.repl
+}
+
+// noReplication answers a drain request the node cannot serve: 409 when it
+// does not replicate, 503 (Retry-After) while replication is starting. It
+// reports false when there is nothing to answer.
+func (n *Node) noReplication(w http.ResponseWriter, repl *replicas) bool {
+	switch {
+	case repl != nil:
+		return false
+	case len(n.cfg.Peers) > 0:
+		w.Header().Set("Retry-After", strconv.Itoa(int(handOffEvery.Seconds())))
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "starting: replication is not up yet"})
+	default:
+		writeJSON(w, http.StatusConflict, map[string]string{"error": "this node does not replicate (no -peers): its tenants cannot move to another node"})
+	}
+	return true
+}
+
 // handleDrain serves POST /admin/drain[?timeout=60s].
 func (n *Node) handleDrain(w http.ResponseWriter, r *http.Request) {
-	if n.repl == nil {
-		writeJSON(w, http.StatusConflict, map[string]string{"error": "this node does not replicate (no -peers): its tenants cannot move to another node"})
+	repl := n.replication()
+	if n.noReplication(w, repl) {
 		return
 	}
 	timeout := drainDefaultTimeout
@@ -125,7 +149,7 @@ func (n *Node) handleDrain(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	rep := n.repl.drain(ctx)
+	rep := repl.drain(ctx)
 	status := http.StatusOK
 	if !rep.Drained {
 		status = http.StatusServiceUnavailable
@@ -137,11 +161,11 @@ func (n *Node) handleDrain(w http.ResponseWriter, r *http.Request) {
 // handleUndrain serves DELETE /admin/drain: the node may lead again (the
 // groups elect it as they will; nothing is moved back).
 func (n *Node) handleUndrain(w http.ResponseWriter, _ *http.Request) {
-	if n.repl == nil {
-		writeJSON(w, http.StatusConflict, map[string]string{"error": "this node does not replicate (no -peers)"})
+	repl := n.replication()
+	if n.noReplication(w, repl) {
 		return
 	}
-	n.repl.draining.Store(false)
+	repl.draining.Store(false)
 	n.log.Info("drain: ended")
 	writeJSON(w, http.StatusOK, map[string]any{"node_id": n.cfg.ID, "draining": false})
 }

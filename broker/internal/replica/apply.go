@@ -24,16 +24,21 @@ func (g *Group) apply(ents []*pb.Entry) error {
 			if len(d) < proposalHeader {
 				return fmt.Errorf("%w: entry %d is %d bytes", ErrLogCorrupt, idx, len(d))
 			}
+			want, waiting := g.byIndex[idx]
+			if waiting && (binary.BigEndian.Uint64(d[0:8]) != g.node || binary.BigEndian.Uint64(d[8:16]) != want) {
+				// Another leader's entry took the index: the proposer learns
+				// it before the state machine sees that entry (and wakes
+				// anyone waiting on what it applies).
+				delete(g.byIndex, idx)
+				g.finish(want, ErrLost)
+				waiting = false
+			}
 			if err := g.sm.Apply(idx, d[proposalHeader:]); err != nil {
 				return fmt.Errorf("replica: apply %d: %w", idx, err)
 			}
-			if want, ok := g.byIndex[idx]; ok {
+			if waiting {
 				delete(g.byIndex, idx)
-				if binary.BigEndian.Uint64(d[0:8]) == g.node && binary.BigEndian.Uint64(d[8:16]) == want {
-					g.finish(want, nil)
-				} else {
-					g.finish(want, ErrLost)
-				}
+				g.finish(want, nil)
 			}
 		case pb.EntryConfChange:
 			var cc pb.ConfChange
@@ -59,14 +64,18 @@ func (g *Group) apply(ents []*pb.Entry) error {
 	return nil
 }
 
-// maybeSnapshot compacts the log every SnapshotEntries applied entries.
+// maybeSnapshot compacts the log every SnapshotEntries applied entries, or
+// sooner when the entries held in memory pass MaxLogBytes.
 func (g *Group) maybeSnapshot() error {
-	if g.applied < g.store.snapIndex+g.h.cfg.SnapshotEntries {
+	cfg := &g.h.cfg
+	byCount := g.applied >= g.store.snapIndex+cfg.SnapshotEntries
+	byBytes := g.applied > g.store.snapIndex && g.store.MemBytes() > cfg.MaxLogBytes
+	if !byCount && !byBytes {
 		return nil
 	}
 	data, err := g.sm.Snapshot()
 	if err != nil {
 		return fmt.Errorf("replica: snapshot: %w", err)
 	}
-	return g.store.Compact(g.applied, g.confState, data, g.h.cfg.CatchUpEntries)
+	return g.store.Compact(g.applied, g.confState, data, cfg.CatchUpEntries, cfg.MaxLogBytes/2)
 }

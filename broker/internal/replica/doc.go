@@ -42,7 +42,8 @@
 // compaction writes its marker and the HardState again, rolls the segment
 // and deletes whole segments below the first record still needed. Entry data
 // starts with the proposing node id and its sequence number (8 B each) so the
-// proposer recognises its entry when it is applied.
+// proposer recognises its entry when it is applied; the sequence starts at
+// a random number each time the group opens (no match across restarts).
 //
 // # Snapshot files (<dir>/<group>/snap/NNNNNNNNNNNNNNNNNNNN.snap, the index)
 //

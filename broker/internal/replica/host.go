@@ -35,7 +35,16 @@ type Config struct {
 	SnapshotEntries uint64 // compact every this many applied entries; default 10000
 	CatchUpEntries  uint64 // entries kept before a snapshot for lagging followers; default 5000
 	QueueLen        int    // frames queued per peer; default 4096
-	Logger          *slog.Logger
+	// QueueBytes bounds the payload bytes queued per peer; default 64 MiB.
+	// Past it (or QueueLen) frames are dropped and the peer reported
+	// unreachable to raft, which probes it again.
+	QueueBytes int64
+	// MaxLogBytes bounds the raft entries a group holds in memory: past
+	// it the group snapshots (compacts) even before SnapshotEntries, and
+	// keeps at most half of it for followers a little behind; default
+	// 64 MiB.
+	MaxLogBytes int64
+	Logger      *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -62,6 +71,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.QueueLen == 0 {
 		c.QueueLen = 4096
+	}
+	if c.QueueBytes == 0 {
+		c.QueueBytes = 64 << 20
+	}
+	if c.MaxLogBytes == 0 {
+		c.MaxLogBytes = 64 << 20
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -107,7 +122,6 @@ type Host struct {
 
 	unknownGroup atomic.Uint64
 
-	incoming                                             map[[2]uint64]*snapIn // (from, group): snapshot streams, guarded by mu
 	snapshotsSent, snapshotsReceived, snapshotsInstalled atomic.Uint64
 }
 
@@ -119,10 +133,10 @@ func New(cfg Config) (*Host, error) {
 	cfg = cfg.withDefaults()
 	h := &Host{
 		cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), groups: map[uint64]*Group{},
-		seen: map[uint64]*atomic.Int64{}, live: map[uint64]bool{}, incoming: map[[2]uint64]*snapIn{},
+		seen: map[uint64]*atomic.Int64{}, live: map[uint64]bool{},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	tr, err := newTransport(cfg.NodeID, cfg.Listen, cfg.Secret, cfg.QueueLen, h.log, h.handleFrame)
+	tr, err := newTransport(cfg.NodeID, cfg.Listen, cfg.Secret, cfg.QueueLen, cfg.QueueBytes, h.log, h)
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +155,12 @@ func (h *Host) Stats() TransportStats {
 	s.SnapshotsSent, s.SnapshotsReceived, s.SnapshotsInstalled = h.snapshotsSent.Load(), h.snapshotsReceived.Load(), h.snapshotsInstalled.Load()
 	return s
 }
+
+// Partition cuts this node off from peers, both ways as this node sees
+// it (nothing sent to them, nothing they send taken); none heals. Fault
+// injection for tests and drills: the partition is complete only when the
+// peers cut this node off too.
+func (h *Host) Partition(peers ...uint64) { h.tr.partition(peers...) }
 
 // AddPeer makes a node reachable at addr. Call it for every other node.
 func (h *Host) AddPeer(id uint64, addr string) {
@@ -170,6 +190,7 @@ func (h *Host) OpenGroup(id uint64, voters []uint64, sm StateMachine) (*Group, e
 		return nil, fmt.Errorf("replica: group %d is open", id)
 	}
 	h.mu.Unlock()
+	removeUnfinished(inDir(h.groupDir(id))) // streams a crash cut short
 	g, err := newGroup(h, id, voters, sm)
 	if err != nil {
 		return nil, err
@@ -268,7 +289,7 @@ func (h *Host) tickLoop() {
 // handleFrame is the transport's handler: liveness for every frame, raft
 // messages to their group after checking they come from the authenticated
 // peer and are addressed to this node.
-func (h *Host) handleFrame(from uint64, kind byte, group uint64, payload []byte) {
+func (h *Host) handleFrame(cs *connState, from uint64, kind byte, group uint64, payload []byte) {
 	h.mu.Lock()
 	s := h.seen[from]
 	var g *Group
@@ -291,7 +312,7 @@ func (h *Host) handleFrame(from uint64, kind byte, group uint64, payload []byte)
 		return
 	}
 	if kind >= kindSnapBegin {
-		h.receiveSnapshot(from, kind, g, payload)
+		h.receiveSnapshot(cs, from, kind, g, payload)
 		return
 	}
 	m := new(pb.Message)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -51,9 +52,13 @@ type LogStore struct {
 	snapIndex uint64
 	// offs[i] is the WAL offset of the record holding entry snapIndex+1+i
 	// (its newest version): what compaction may cut below.
-	offs  []uint64
-	batch []wal.Entry
-	keys  []byte
+	offs []uint64
+	// memBytes is the entry data held in the MemoryStorage: exact after
+	// open and Compact, and between them counts an entry raft overwrote
+	// as well as its replacement (a compaction comes sooner, never later).
+	memBytes int64
+	batch    []wal.Entry
+	keys     []byte
 }
 
 // openLogStore opens (or creates) the raft log in dir and replays it. When
@@ -167,6 +172,7 @@ func (s *LogStore) replay() error {
 	if err := s.MemoryStorage.Append(ents); err != nil {
 		return fmt.Errorf("replica: replay: %w", err)
 	}
+	s.memBytes = entryBytes(ents)
 	if hs != nil {
 		// A snapshot is committed state: the commit index is at least its index.
 		hs.Commit = new(max(hs.GetCommit(), snapIdx))
@@ -230,13 +236,14 @@ func (s *LogStore) Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot, m
 		if err := s.MemoryStorage.ApplySnapshot(snap); err != nil {
 			return fmt.Errorf("replica: %w", err)
 		}
-		s.snapIndex, s.offs = snap.GetMetadata().GetIndex(), s.offs[:0]
+		s.snapIndex, s.offs, s.memBytes = snap.GetMetadata().GetIndex(), s.offs[:0], 0
 		off++
 	}
 	if len(ents) > 0 {
 		if err := s.MemoryStorage.Append(ents); err != nil {
 			return fmt.Errorf("replica: %w", err)
 		}
+		s.memBytes += entryBytes(ents)
 		pos := ents[0].GetIndex() - s.snapIndex - 1
 		s.offs = s.offs[:min(pos, uint64(len(s.offs)))]
 		for range ents {
@@ -268,11 +275,24 @@ func appendHardState(keys []byte, batch []wal.Entry, hs *pb.HardState) ([]byte, 
 	return keys, append(batch, wal.Entry{Key: keys[k:], Count: 1})
 }
 
+// entryBytes is the data of ents.
+func entryBytes(ents []*pb.Entry) int64 {
+	var n int64
+	for _, e := range ents {
+		n += int64(len(e.GetData()))
+	}
+	return n
+}
+
+// MemBytes is the entry data the group holds in memory.
+func (s *LogStore) MemBytes() int64 { return s.memBytes }
+
 // Compact makes a snapshot at index (applied, with the state machine's
-// data), writes its file and marker durably, keeps keep entries before it in
-// memory for followers that lag a little, and deletes the WAL segments and
-// snapshot files nothing needs any more.
-func (s *LogStore) Compact(index uint64, cs *pb.ConfState, data []byte, keep uint64) error {
+// data), writes its file and marker durably, keeps up to keep entries (and
+// keepBytes of their data) before it in memory for followers that lag a
+// little, and deletes the WAL segments and snapshot files nothing needs
+// any more.
+func (s *LogStore) Compact(index uint64, cs *pb.ConfState, data []byte, keep uint64, keepBytes int64) error {
 	if index <= s.snapIndex {
 		return nil
 	}
@@ -304,11 +324,12 @@ func (s *LogStore) Compact(index uint64, cs *pb.ConfState, data []byte, keep uin
 	}
 	s.offs = s.offs[min(drop, uint64(len(s.offs))):]
 	s.snapIndex = index
-	if index > keep {
-		if err := s.MemoryStorage.Compact(index - keep); err != nil && !errors.Is(err, raft.ErrCompacted) {
+	if to := s.keepFrom(index, keep, keepBytes); to > 0 {
+		if err := s.MemoryStorage.Compact(to); err != nil && !errors.Is(err, raft.ErrCompacted) {
 			return fmt.Errorf("replica: compact: %w", err)
 		}
 	}
+	s.memBytes = s.heldBytes()
 	if err := s.wal.Roll(); err != nil {
 		return fmt.Errorf("replica: roll: %w", err)
 	}
@@ -316,6 +337,37 @@ func (s *LogStore) Compact(index uint64, cs *pb.ConfState, data []byte, keep uin
 		return err
 	}
 	return s.snaps.removeBelow(index)
+}
+
+// keepFrom is the index the MemoryStorage compacts to (entries up to it
+// go) so that at most keep entries up to index, and keepBytes of their
+// data, stay; 0 when nothing goes.
+func (s *LogStore) keepFrom(index, keep uint64, keepBytes int64) uint64 {
+	first, _ := s.MemoryStorage.FirstIndex()
+	lo := first
+	if index > keep {
+		lo = max(lo, index-keep+1)
+	}
+	ents, _ := s.MemoryStorage.Entries(lo, index+1, math.MaxUint64)
+	kept, n := int64(0), 0
+	for i := len(ents) - 1; i >= 0; i-- {
+		if kept += int64(len(ents[i].GetData())); kept > keepBytes {
+			break
+		}
+		n++
+	}
+	return index - uint64(n) // keep entries index-n+1 .. index
+}
+
+// heldBytes counts the entry data in the MemoryStorage.
+func (s *LogStore) heldBytes() int64 {
+	first, _ := s.MemoryStorage.FirstIndex()
+	last, _ := s.MemoryStorage.LastIndex()
+	if last < first {
+		return 0
+	}
+	ents, _ := s.MemoryStorage.Entries(first, last+1, math.MaxUint64)
+	return entryBytes(ents)
 }
 
 // Size is the raft log's bytes on disk (WAL segments; snapshots excluded).

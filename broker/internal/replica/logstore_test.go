@@ -105,7 +105,7 @@ func TestLogStoreCompaction(t *testing.T) {
 	}
 	segsBefore := len(s.wal.Segments())
 	cs := &pb.ConfState{Voters: []uint64{1, 2, 3}}
-	if err := s.Compact(150, cs, []byte("state@150"), 10); err != nil {
+	if err := s.Compact(150, cs, []byte("state@150"), 10, math.MaxInt64); err != nil {
 		t.Fatal(err)
 	}
 	if first, _ := s.FirstIndex(); first != 141 {

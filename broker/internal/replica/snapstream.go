@@ -197,9 +197,9 @@ func streamDir(dir string, m *pb.Message, send func(kind byte, payload []byte) e
 }
 
 // snapIn is a snapshot being received from one peer for one group; its
-// frames come in order on one connection.
+// frames come in order on one connection, which owns it (connState).
 type snapIn struct {
-	dir    string // <group>/in/<from>.tmp
+	dir    string // <group>/in/<from>-<random>.tmp, this stream's own
 	index  uint64
 	path   string   // file being written
 	f      *os.File // open for path
@@ -212,31 +212,30 @@ type snapIn struct {
 // receiveSnapshot handles a snapshot stream frame (the connection's
 // goroutine; it may block on the disk). On the end frame the files are
 // fsynced, moved to <group>/in/<index> and the MsgSnap handed to the loop.
-func (h *Host) receiveSnapshot(from uint64, kind byte, g *Group, payload []byte) {
-	key := [2]uint64{from, g.id}
-	h.mu.Lock()
-	in := h.incoming[key]
-	h.mu.Unlock()
+// A stream that ends without its end frame is removed by connEnded.
+func (h *Host) receiveSnapshot(cs *connState, from uint64, kind byte, g *Group, payload []byte) {
+	in := cs.snaps[g.id]
 	switch kind {
 	case kindSnapBegin:
 		if in != nil {
-			in.close()
+			in.abandon()
 		}
-		in = &snapIn{dir: filepath.Join(inDir(g.dir()), strconv.FormatUint(from, 10)+".tmp")}
+		in = &snapIn{}
+		if cs.snaps == nil {
+			cs.snaps = map[uint64]*snapIn{}
+		}
+		cs.snaps[g.id] = in
 		if len(payload) != 8 {
 			in.failed = fmt.Errorf("%w: begin frame", ErrSnapStream)
-		} else {
-			in.index = binary.BigEndian.Uint64(payload)
-			g.noteCommit(in.index) // committed at the leader; this node is behind until it has it
-			if err := os.RemoveAll(in.dir); err != nil {
-				in.failed = err
-			} else if err := os.MkdirAll(in.dir, 0o755); err != nil {
-				in.failed = err
-			}
+			return
 		}
-		h.mu.Lock()
-		h.incoming[key] = in
-		h.mu.Unlock()
+		in.index = binary.BigEndian.Uint64(payload)
+		g.noteCommit(in.index) // committed at the leader; this node is behind until it has it
+		if err := os.MkdirAll(inDir(g.dir()), 0o755); err != nil {
+			in.failed = err
+		} else if in.dir, err = os.MkdirTemp(inDir(g.dir()), strconv.FormatUint(from, 10)+"-*.tmp"); err != nil {
+			in.failed = err
+		}
 	case kindSnapChunk:
 		if in == nil {
 			h.tr.badMessages.Add(1)
@@ -246,9 +245,7 @@ func (h *Host) receiveSnapshot(from uint64, kind byte, g *Group, payload []byte)
 			in.failed = in.chunk(payload)
 		}
 	case kindSnapEnd:
-		h.mu.Lock()
-		delete(h.incoming, key)
-		h.mu.Unlock()
+		delete(cs.snaps, g.id)
 		if in == nil {
 			h.tr.badMessages.Add(1)
 			return
@@ -257,7 +254,7 @@ func (h *Host) receiveSnapshot(from uint64, kind byte, g *Group, payload []byte)
 		if err != nil {
 			h.tr.badMessages.Add(1)
 			h.log.Warn("replica: snapshot stream refused", "peer", from, "group", g.id, "err", err)
-			_ = os.RemoveAll(in.dir)
+			in.abandon()
 			return
 		}
 		h.snapshotsReceived.Add(1)
@@ -269,10 +266,40 @@ func (h *Host) receiveSnapshot(from uint64, kind byte, g *Group, payload []byte)
 	}
 }
 
+// connEnded implements frameHandler: the snapshot streams a connection
+// carried and did not finish (the sender died, the host closes) leave no
+// open file and no directory behind.
+func (h *Host) connEnded(cs *connState) {
+	for group, in := range cs.snaps {
+		h.log.Info("replica: snapshot stream cut short", "group", group, "index", in.index, "bytes", in.total)
+		in.abandon()
+	}
+	clear(cs.snaps)
+}
+
 func (in *snapIn) close() {
 	if in.f != nil {
 		in.f.Close()
 		in.f = nil
+	}
+}
+
+// abandon closes the stream's file and removes what it received.
+func (in *snapIn) abandon() {
+	in.close()
+	if in.dir != "" {
+		_ = os.RemoveAll(in.dir)
+	}
+}
+
+// removeUnfinished deletes the directories of streams a crash cut short
+// (the group is not open yet: no stream writes there).
+func removeUnfinished(dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
 	}
 }
 

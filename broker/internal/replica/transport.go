@@ -11,15 +11,28 @@ import (
 	"time"
 )
 
-// frameHandler receives every verified frame; from is the authenticated
-// peer. payload is valid only during the call.
-type frameHandler func(from uint64, kind byte, group uint64, payload []byte)
+// frameHandler is what the transport delivers to (the Host): every
+// verified frame, from the authenticated peer, with the state of the
+// connection it came on (payload is valid only during the call); and the
+// end of each accepted connection, however it ends.
+type frameHandler interface {
+	handleFrame(cs *connState, from uint64, kind byte, group uint64, payload []byte)
+	connEnded(cs *connState)
+}
+
+// connState is what the frames of one accepted connection build up: the
+// snapshot streams it carries (snapstream.go). The connection's goroutine
+// owns it; connEnded releases it when the connection ends (Transport.close
+// waits for that).
+type connState struct {
+	snaps map[uint64]*snapIn // by group
+}
 
 // TransportStats counts what the transport refused or dropped.
 type TransportStats struct {
 	AuthFailures  uint64 // connections whose handshake failed (wrong secret, unknown node, garbage)
 	MACFailures   uint64 // connections closed on a frame whose MAC did not verify
-	Dropped       uint64 // outbound frames dropped: peer queue full or peer unknown
+	Dropped       uint64 // outbound frames dropped: peer queue full (frames or bytes) or peer unknown
 	FramesIn      uint64 // verified frames received
 	FramesOut     uint64 // frames written
 	BadMessages   uint64 // verified frames whose content was refused (wrong from/to, bad encoding)
@@ -34,12 +47,13 @@ type TransportStats struct {
 // peers dial. A connection starts with a mutual HMAC challenge-response over
 // the cluster secret and then carries frames MAC'd with a per-connection key.
 type Transport struct {
-	id       uint64
-	secret   []byte
-	queueLen int
-	log      *slog.Logger
-	ln       net.Listener
-	handle   frameHandler
+	id         uint64
+	secret     []byte
+	queueLen   int   // frames queued per peer at most
+	queueBytes int64 // payload bytes queued per peer at most
+	log        *slog.Logger
+	ln         net.Listener
+	handle     frameHandler
 
 	mu       sync.Mutex
 	peers    map[uint64]*peer
@@ -68,11 +82,17 @@ type peer struct {
 	addr string
 	q    chan outFrame
 	conn net.Conn // the dialed connection, guarded by Transport.mu
+	// queued is the payload bytes in q (added by send, taken off when a
+	// frame leaves q).
+	queued atomic.Int64
 }
+
+// take accounts for a frame taken off the peer's queue.
+func (p *peer) take(f outFrame) { p.queued.Add(-int64(len(f.payload))) }
 
 // newTransport listens on addr and delivers verified frames to handle.
 // Start the accept loop with start.
-func newTransport(id uint64, addr string, secret []byte, queueLen int, log *slog.Logger, handle frameHandler) (*Transport, error) {
+func newTransport(id uint64, addr string, secret []byte, queueLen int, queueBytes int64, log *slog.Logger, handle frameHandler) (*Transport, error) {
 	if len(secret) < 16 {
 		return nil, errors.New("replica: the peer secret must be at least 16 bytes")
 	}
@@ -81,7 +101,7 @@ func newTransport(id uint64, addr string, secret []byte, queueLen int, log *slog
 		return nil, fmt.Errorf("replica: listen: %w", err)
 	}
 	return &Transport{
-		id: id, secret: secret, queueLen: queueLen, log: log, ln: ln, handle: handle,
+		id: id, secret: secret, queueLen: queueLen, queueBytes: queueBytes, log: log, ln: ln, handle: handle,
 		peers: map[uint64]*peer{}, accepted: map[net.Conn]struct{}{}, streams: map[net.Conn]struct{}{}, stop: make(chan struct{}),
 	}, nil
 }
@@ -114,8 +134,11 @@ func (t *Transport) known(id uint64) bool {
 }
 
 // send queues a frame for a peer without blocking; it reports false (and
-// counts a drop) when the peer is unknown or its queue is full. Raft
-// tolerates lost messages; a full queue must not stall every group.
+// counts a drop) when the peer is unknown or its queue is full: queueLen
+// frames, or queueBytes of payload (a frame larger than that alone is
+// taken into an empty queue). Raft tolerates lost messages (the caller
+// reports the peer unreachable, and raft probes it again); a full queue
+// must not stall every group, nor hold gigabytes for a slow peer.
 func (t *Transport) send(to uint64, kind byte, group uint64, payload []byte) bool {
 	if t.partitioned(to) {
 		t.dropped.Add(1)
@@ -128,10 +151,17 @@ func (t *Transport) send(to uint64, kind byte, group uint64, payload []byte) boo
 		t.dropped.Add(1)
 		return false
 	}
+	n := int64(len(payload))
+	if before := p.queued.Add(n) - n; before > 0 && before+n > t.queueBytes {
+		p.queued.Add(-n)
+		t.dropped.Add(1)
+		return false
+	}
 	select {
 	case p.q <- outFrame{kind, group, payload}:
 		return true
 	default:
+		p.queued.Add(-n)
 		t.dropped.Add(1)
 		return false
 	}
@@ -203,7 +233,8 @@ func (t *Transport) dropFor(p *peer, d time.Duration) bool {
 	defer timer.Stop()
 	for {
 		select {
-		case <-p.q:
+		case f := <-p.q:
+			p.take(f)
 			t.dropped.Add(1)
 		case <-timer.C:
 			return true
@@ -224,6 +255,7 @@ func (t *Transport) pump(p *peer, fw *frameWriter) error {
 			return nil
 		}
 		for {
+			p.take(f)
 			if err := fw.write(f.kind, f.group, f.payload); err != nil {
 				return err
 			}
@@ -287,6 +319,8 @@ func (t *Transport) serve(conn net.Conn) {
 		return
 	}
 	conn.SetDeadline(time.Time{})
+	cs := &connState{}
+	defer t.handle.connEnded(cs)
 	fr := newFrameReader(conn, key)
 	for {
 		kind, group, payload, err := fr.read()
@@ -301,7 +335,7 @@ func (t *Transport) serve(conn net.Conn) {
 			continue
 		}
 		t.framesIn.Add(1)
-		t.handle(from, kind, group, payload)
+		t.handle.handleFrame(cs, from, kind, group, payload)
 	}
 }
 

@@ -14,7 +14,8 @@
 //	                                proposer goroutine: one batch = one entry,
 //	                                Propose, the next batch meanwhile (group commit)
 //	                                Apply(entry): append to the store here,
-//	                                Durable() moves, acks waiting on it go out
+//	                                Propose nil: Durable() moves (own mark),
+//	                                acks waiting on it go out
 //
 // The leader does not write its store itself: every node, the leader too,
 // writes only what Apply gives it, so a store never holds a record the
@@ -23,6 +24,12 @@
 // (the shard needs it at once); Apply checks the record lands there. A
 // record the shard reads back before it is applied (a stored message, a
 // replay) waits for Durable (shard.Replication).
+//
+// Durability belongs to one leadership: WaitDurable and Durable count only
+// offsets below both the applied log's end and an own mark, set by Lead to
+// the log's end after the barrier and moved only when Propose returns nil
+// for this node's batch. A deposed leader applying another leader's record
+// at an offset it handed out never reports that offset durable.
 //
 // Lead runs when the node wins the group: a barrier entry is proposed and
 // applied first, so the store holds everything committed before this term

@@ -70,10 +70,16 @@ type Log struct {
 	spare   []byte
 	queued  uint64 // tickets: batches of records handed in, ever
 	done    uint64 // tickets committed
-	durable uint64 // message-log offsets below it are committed and here
-	wake    chan struct{}
-	cancel  context.CancelFunc // ends the current leadership's proposer
-	wg      sync.WaitGroup
+	durable uint64 // message-log offsets below it are committed and here (any leader's records)
+	// own: offsets below it hold records committed before this node's
+	// leadership (Lead's base) or proposed by it and committed (Propose
+	// returned nil for their batch). Only these may be acknowledged: a
+	// record another leader committed at an offset this node handed out
+	// moves durable, never own.
+	own    uint64
+	wake   chan struct{}
+	cancel context.CancelFunc // ends the current leadership's proposer
+	wg     sync.WaitGroup
 
 	scratch []wal.Entry // Apply's, owned by the group's loop
 }
@@ -131,7 +137,7 @@ func (l *Log) Lead(ctx context.Context, g Proposer) error {
 	}
 	l.g, l.leading, l.err = g, true, nil
 	l.next = l.msgs.NextOffset()
-	l.durable = l.next
+	l.durable, l.own = l.next, l.next
 	l.buf = append(l.buf[:0], entryVersion)
 	pctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
@@ -190,7 +196,7 @@ func (l *Log) propose(ctx context.Context) {
 				l.mu.Unlock()
 				break
 			}
-			batch, upto := l.buf, l.queued
+			batch, upto, end := l.buf, l.queued, l.next // the batch's records lie below end
 			l.buf = append(l.spare[:0], entryVersion)
 			l.cond.Broadcast() // room for writers waiting on MaxPending
 			l.mu.Unlock()
@@ -206,6 +212,7 @@ func (l *Log) propose(ctx context.Context) {
 				return
 			}
 			l.done = max(l.done, upto)
+			l.own = max(l.own, end)
 			l.cond.Broadcast()
 			l.mu.Unlock()
 		}
@@ -252,26 +259,32 @@ func (l *Log) Append(key, payload []byte, count uint32) (uint64, error) {
 	return off, nil
 }
 
-// WaitDurable implements shard.Replication: it returns once the record at
-// off is committed and in the store here, or the leadership's end.
+// WaitDurable implements shard.Replication: it returns nil once the
+// record this leadership named offset off is committed and in the store
+// here; the leadership's end (ErrNotLeading, or the failed proposal's
+// error) otherwise. A deposed leader applying another leader's record at
+// off does not count: that is not the record its shard acknowledges.
 func (l *Log) WaitDurable(off uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for l.durable <= off && l.leading {
+	for l.ownDurableLocked() <= off && l.leading {
 		l.cond.Wait()
 	}
-	if l.durable > off {
+	if l.ownDurableLocked() > off {
 		return nil
 	}
 	return l.err
 }
 
-// Durable implements shard.Replication.
+// Durable implements shard.Replication: offsets below it hold this
+// leadership's records (or ones committed before it), committed and here.
 func (l *Log) Durable() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.durable
+	return l.ownDurableLocked()
 }
+
+func (l *Log) ownDurableLocked() uint64 { return min(l.durable, l.own) }
 
 // NextOffset implements shard.Replication.
 func (l *Log) NextOffset() uint64 {

@@ -13,8 +13,9 @@ import (
 )
 
 // replicaSet is a tenant's group on three in-process hosts (real TCP),
-// each with its own store of 1 KiB message-log segments.
-func replicaSet(t *testing.T) ([]*Log, []*replica.Group) {
+// each with its own store of 1 KiB message-log segments and a Log made
+// with opts.
+func replicaSet(t *testing.T, opts Options) ([]*Log, []*replica.Group, []*replica.Host) {
 	t.Helper()
 	var lns []net.Listener
 	for range 3 {
@@ -31,6 +32,7 @@ func replicaSet(t *testing.T) ([]*Log, []*replica.Group) {
 	}
 	var logs []*Log
 	var groups []*replica.Group
+	var hosts []*replica.Host
 	for i := range 3 {
 		h, err := replica.New(replica.Config{NodeID: uint64(i + 1), Listen: addrs[i], Secret: []byte("0123456789abcdef"),
 			Dir: t.TempDir(), Fsync: wal.SyncNever, TickInterval: 10 * time.Millisecond})
@@ -47,15 +49,15 @@ func replicaSet(t *testing.T) ([]*Log, []*replica.Group) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := New(st, Options{ProposeTimeout: 2 * time.Second})
+		l := New(st, opts)
 		t.Cleanup(func() { _ = l.Close() })
 		g, err := h.OpenGroup(7, []uint64{1, 2, 3}, l)
 		if err != nil {
 			t.Fatal(err)
 		}
-		logs, groups = append(logs, l), append(groups, g)
+		logs, groups, hosts = append(logs, l), append(groups, g), append(hosts, h)
 	}
-	return logs, groups
+	return logs, groups, hosts
 }
 
 // TestRemovalAppliesOnEveryReplica: the leader's decision to delete
@@ -63,7 +65,7 @@ func replicaSet(t *testing.T) ([]*Log, []*replica.Group) {
 // through the group: every replica, followers too, deletes the segments
 // below the offset, so their disks stay bounded like the leader's.
 func TestRemovalAppliesOnEveryReplica(t *testing.T) {
-	logs, groups := replicaSet(t)
+	logs, groups, _ := replicaSet(t, Options{ProposeTimeout: 2 * time.Second})
 	var lead int
 	deadline := time.Now().Add(10 * time.Second)
 	for lead = -1; lead < 0; {
