@@ -26,12 +26,7 @@ type Replication interface {
 
 // logAppender is where message-log records go and what acknowledgements wait
 // for: the log itself (a *wal.Log), or the tenant's Raft group.
-type logAppender interface {
-	Append(key, payload []byte, count uint32) (uint64, error)
-	WaitDurable(off uint64) error
-	Durable() uint64
-	NextOffset() uint64
-}
+type logAppender = Replication
 
 // setAppender picks the shard's logAppender: the Raft group when replicated,
 // else the message log (nil: no log). Called by New.
@@ -54,11 +49,15 @@ func (s *Shard) nextOffset() uint64 {
 	return s.app.NextOffset()
 }
 
-// waitReadable waits until the message-log record at off is in the log
-// here: replicated, a record is appended only once committed, so a reader
-// of a record just routed (a stored entry, a replay) may have to wait.
+// waitReadable waits until the message-log record at off is this
+// leadership's (or committed before it) and in the log here: replicated, a
+// record is appended only once committed, so a reader of a record just
+// routed (a stored entry, a replay) may have to wait. A record already in
+// the log here is asked about too: once this node's leadership has ended,
+// the record at off may be another leader's, which must not be delivered in
+// place of the one this shard routed (WaitDurable fails for it).
 func (s *Shard) waitReadable(off uint64) error {
-	if s.opts.Replication == nil || off < s.log.NextOffset() {
+	if s.opts.Replication == nil {
 		return nil
 	}
 	if err := s.opts.Replication.WaitDurable(off); err != nil {
