@@ -24,7 +24,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"slices"
 	"strings"
 )
@@ -40,8 +39,9 @@ type Rule struct {
 	// Skip lists flags no variable sets (-version: BERTH_VERSION is no
 	// switch).
 	Skip []string
-	// Secret lists flags whose values the report hides. A URL's password
-	// is hidden in every flag.
+	// Secret lists flags whose values the report hides. In every flag a
+	// URL's user information and a URL's or connection string's
+	// secret-looking parameters are hidden (Redact).
 	Secret []string
 	// Watch is the prefix of the variables Report.Typos looks at; empty
 	// means Prefix.
@@ -64,7 +64,7 @@ func (r Rule) Vars(name string) []string {
 type Setting struct {
 	Flag  string // without the dash
 	Var   string // the variable that set it
-	Value string // as it may be logged: secrets and URL passwords hidden
+	Value string // as it may be logged: secrets and URL credentials hidden (Redact)
 }
 
 // Report tells which variables set which flags.
@@ -104,7 +104,7 @@ func (r Rule) Apply(fs *flag.FlagSet, getenv func(string) string) (Report, error
 				if secret {
 					errs = append(errs, fmt.Errorf("%s: invalid value for flag -%s: %w", v, f.Name, err))
 				} else {
-					errs = append(errs, fmt.Errorf("%s: invalid value %q for flag -%s: %w", v, val, f.Name, err))
+					errs = append(errs, fmt.Errorf("%s: invalid value %q for flag -%s: %w", v, loggable(val, false), f.Name, err))
 				}
 				return
 			}
@@ -115,19 +115,12 @@ func (r Rule) Apply(fs *flag.FlagSet, getenv func(string) string) (Report, error
 	return rep, errors.Join(errs...)
 }
 
-// loggable is val as the startup log may show it.
+// loggable is val as the startup log may show it (Redact).
 func loggable(val string, secret bool) string {
 	if secret {
-		return "REDACTED"
+		return Redacted
 	}
-	if strings.Contains(val, "://") {
-		if u, err := url.Parse(val); err == nil && u.User != nil {
-			if _, has := u.User.Password(); has {
-				return u.Redacted()
-			}
-		}
-	}
-	return val
+	return Redact(val)
 }
 
 // LogValue makes a Report one slog group: each variable that set a flag,

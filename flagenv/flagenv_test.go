@@ -155,7 +155,7 @@ func TestReportHidesSecrets(t *testing.T) {
 			t.Errorf("log line shows %q: %s", secret, out)
 		}
 	}
-	for _, want := range []string{"env.BERTH_TOKEN=REDACTED", "env.DATABASE_URL=postgres://berth:xxxxx@db:5432/berth", "env.BERTH_MAX_QUEUED=7"} {
+	for _, want := range []string{"env.BERTH_TOKEN=REDACTED", "env.DATABASE_URL=postgres://REDACTED@db:5432/berth", "env.BERTH_MAX_QUEUED=7"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log line lacks %q: %s", want, out)
 		}

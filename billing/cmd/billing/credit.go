@@ -41,7 +41,7 @@ Example:
 	dbURL := fs.String("database-url", getenv("DATABASE_URL"), "Postgres URL (DATABASE_URL)")
 	id := fs.String("invoice", "", "the issued invoice or correction to credit (inv_…)")
 	cents := fs.Int64("amount-cents", 0, "the amount to give back, in cents of the invoice's currency")
-	reason := fs.String("reason", "", fmt.Sprintf("why, printed on the credit note's one line (at most %d bytes)", metering.MaxReason))
+	reason := fs.String("reason", "", fmt.Sprintf("why, printed on the credit note's one line: printable text, at most %d characters", metering.MaxReason))
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/url"
 	"time"
 
 	"berth.dev/flagenv"
@@ -141,10 +140,6 @@ func (c Config) Redacted() Config {
 	if c.StripeKey != "" {
 		c.StripeKey = "(set)"
 	}
-	if u, err := url.Parse(c.DatabaseURL); err == nil {
-		c.DatabaseURL = u.Redacted()
-	} else {
-		c.DatabaseURL = "(unparsable)"
-	}
+	c.DatabaseURL = flagenv.Redact(c.DatabaseURL)
 	return c
 }

@@ -21,6 +21,11 @@ func TestEnvFillsFlagsNotGiven(t *testing.T) {
 	if r := c.Redacted(); strings.Contains(r.DatabaseURL, "secret") {
 		t.Fatalf("redacted URL %q shows the password", r.DatabaseURL)
 	}
+	for _, u := range []string{"postgres://db/x?password=secret", "host=db password=secret", "postgres://u:sec%ret@db/x"} {
+		if r := (Config{DatabaseURL: u}).Redacted(); strings.Contains(r.DatabaseURL, "secret") || strings.Contains(r.DatabaseURL, "ret@") {
+			t.Errorf("redacted URL %q shows the password of %q", r.DatabaseURL, u)
+		}
+	}
 }
 
 func TestValidate(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -23,11 +25,35 @@ var (
 	ErrNoDocument      = errors.New("metering: no such invoice")
 	ErrNotCreditable   = errors.New("metering: only an issued invoice or correction can be credited")
 	ErrCreditTooLarge  = errors.New("metering: the credit is larger than what remains of the invoice")
-	ErrCreditMalformed = errors.New("metering: a credit needs a positive amount and a reason")
+	ErrCreditMalformed = errors.New("metering: a credit needs a positive amount and a reason of printable text")
 )
 
-// MaxReason is the longest reason a credit takes, in bytes.
-const MaxReason = 500
+// MaxReason is the longest reason a credit takes, in characters: it is
+// one line of the credit note (HTML, PDF, CSV) and of the Stripe credit
+// note's memo.
+const MaxReason = 200
+
+// checkReason tells what is wrong with a credit's reason (trimmed), or ""
+// for a good one: printable text (letters, marks, numbers, punctuation,
+// symbols and spaces; no control or format characters such as a newline,
+// a tab or a bidirectional override), 1 to MaxReason characters, not
+// starting with '=', '+', '-' or '@' (a spreadsheet would take the CSV
+// cell for a formula).
+func checkReason(reason string) string {
+	switch n := utf8.RuneCountInString(reason); {
+	case reason == "":
+		return "the reason is empty"
+	case !utf8.ValidString(reason):
+		return "the reason is not UTF-8"
+	case n > MaxReason:
+		return fmt.Sprintf("the reason has %d characters, at most %d", n, MaxReason)
+	case strings.ContainsFunc(reason, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' && !unicode.Is(unicode.Zs, r) }):
+		return "the reason holds a control or format character (newline, tab, …): printable text only"
+	case strings.ContainsRune("=+-@", rune(reason[0])):
+		return "the reason starts with '" + reason[:1] + "', which a spreadsheet reads as a formula"
+	}
+	return ""
+}
 
 // Credited is a credit issued.
 type Credited struct {
@@ -47,8 +73,11 @@ type Credited struct {
 // (ErrCreditTooLarge, naming the amounts).
 func Credit(ctx context.Context, db beginner, amends string, cents int64, reason string, now time.Time) (Credited, error) {
 	reason = strings.TrimSpace(reason)
-	if cents <= 0 || reason == "" || len(reason) > MaxReason {
-		return Credited{}, fmt.Errorf("%w (amount %d cents, reason of %d bytes, at most %d)", ErrCreditMalformed, cents, len(reason), MaxReason)
+	if cents <= 0 {
+		return Credited{}, fmt.Errorf("%w (amount %d cents)", ErrCreditMalformed, cents)
+	}
+	if why := checkReason(reason); why != "" {
+		return Credited{}, fmt.Errorf("%w: %s", ErrCreditMalformed, why)
 	}
 	var c Credited
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {

@@ -110,6 +110,21 @@ func TestCreditsNeverExceedTheInvoice(t *testing.T) {
 		{invID, 0, "x", ErrCreditMalformed},
 		{invID, 100, "   ", ErrCreditMalformed},
 		{invID, 100, strings.Repeat("x", MaxReason+1), ErrCreditMalformed},
+		{invID, 100, strings.Repeat("é", MaxReason+1), ErrCreditMalformed},
+		{invID, 100, "outage\nTotal due: 0", ErrCreditMalformed},
+		{invID, 100, "outage\r\nx", ErrCreditMalformed},
+		{invID, 100, "out\tage", ErrCreditMalformed},
+		{invID, 100, "outage\x00", ErrCreditMalformed},
+		{invID, 100, "outage \x1b[31mred", ErrCreditMalformed},
+		{invID, 100, "outage \u202egnp.exe", ErrCreditMalformed}, // a bidirectional override
+		{invID, 100, "outage \u2028second line", ErrCreditMalformed},
+		{invID, 100, "outage \xff", ErrCreditMalformed},
+		{invID, 100, `=HYPERLINK("http://x")`, ErrCreditMalformed},
+		{invID, 100, "+1 day", ErrCreditMalformed},
+		{invID, 100, "@sum", ErrCreditMalformed},
+		// Printable text of any script is a reason: here refused only because nothing remains to credit.
+		{invID, 100, "Ausfall am 12. März — 2 h (障害)", ErrCreditTooLarge},
+		{invID, 100, strings.Repeat("é", MaxReason), ErrCreditTooLarge},
 	} {
 		if _, err := Credit(ctx, pool, tc.id, tc.cents, tc.reason, now); !errors.Is(err, tc.want) {
 			t.Errorf("credit %s %d %q: %v, want %v", tc.id, tc.cents, tc.reason, err, tc.want)

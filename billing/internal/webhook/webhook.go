@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"syscall"
 	"time"
@@ -67,10 +68,10 @@ type Config struct {
 	Lease time.Duration
 	// PerRun bounds the attempts of one DeliverDue; default 50.
 	PerRun int
-	// AllowPrivate lets deliveries reach loopback, private, link-local and
-	// unspecified addresses (development and tests); by default an
-	// endpoint resolving to one is refused at dial time, so an account
-	// cannot make the worker call into Berth's own network.
+	// AllowPrivate lets deliveries reach the addresses Public refuses
+	// (development and tests); by default an endpoint resolving to one is
+	// refused at dial time, so an account cannot make the worker call into
+	// Berth's own network.
 	AllowPrivate bool
 }
 
@@ -93,8 +94,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// ErrPrivateAddress refuses an endpoint inside Berth's network.
+// ErrPrivateAddress refuses an endpoint inside Berth's network (Public).
 var ErrPrivateAddress = errors.New("webhook: endpoint resolves to a private or loopback address")
+
+var errBadURL = errors.New("webhook: invalid endpoint URL")
 
 // Deliverer sends due deliveries.
 type Deliverer struct {
@@ -110,14 +113,12 @@ func New(pool *pgxpool.Pool, cfg Config, log *slog.Logger) *Deliverer {
 	d := &net.Dialer{Timeout: cfg.Timeout}
 	if !cfg.AllowPrivate {
 		d.Control = func(_, address string, _ syscall.RawConn) error {
-			host, _, err := net.SplitHostPort(address)
+			ap, err := netip.ParseAddrPort(address)
 			if err != nil {
-				return err
+				return fmt.Errorf("%w: %s", ErrPrivateAddress, address)
 			}
-			ip := net.ParseIP(host)
-			if ip == nil || ip.IsLoopback() || ip.IsPrivate() || ip.IsUnspecified() || ip.IsLinkLocalUnicast() ||
-				ip.IsLinkLocalMulticast() || ip.IsMulticast() {
-				return fmt.Errorf("%w: %s", ErrPrivateAddress, host)
+			if !Public(ap.Addr()) {
+				return fmt.Errorf("%w: %s", ErrPrivateAddress, ap.Addr())
 			}
 			return nil
 		}
@@ -159,9 +160,9 @@ func (d *Deliverer) DeliverDue(ctx context.Context, now time.Time) (Report, erro
 		if ctx.Err() != nil {
 			return r, ctx.Err() // the lease retries it
 		}
-		var errText *string
+		var errText *string // shown to the account: no addresses (accountError)
 		if perr != nil {
-			s := perr.Error()
+			s := accountError(perr)
 			errText = &s
 		}
 		switch {
@@ -200,7 +201,7 @@ func nullStatus(s int) *int {
 func (d *Deliverer) post(ctx context.Context, url, secret string, now time.Time, body []byte) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%w: %v", errBadURL, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "Berth-Webhooks/1")

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,7 +26,8 @@ func TestSign(t *testing.T) {
 
 // TestPrivateAddressesRefused: by default an endpoint on a loopback
 // address is never called (the dial is refused, the attempt recorded as
-// failed with the reason and retried later); with AllowPrivate it is.
+// failed and retried later; the account is told "address not allowed",
+// not the address its host resolved to); with AllowPrivate it is.
 func TestPrivateAddressesRefused(t *testing.T) {
 	pool := testenv.Postgres(t)
 	ctx := context.Background()
@@ -58,11 +59,52 @@ func TestPrivateAddressesRefused(t *testing.T) {
 	}
 	var lastErr string
 	if err := pool.QueryRow(ctx, `SELECT last_error FROM budget_webhook_deliveries WHERE event_id = 'evt_1'`).Scan(&lastErr); err != nil ||
-		!strings.Contains(lastErr, "private or loopback") {
-		t.Fatalf("last_error %q, %v", lastErr, err)
+		lastErr != "address not allowed" {
+		t.Fatalf("last_error %q, %v; want \"address not allowed\", no address", lastErr, err)
 	}
 	r, err = New(pool, Config{AllowPrivate: true}, log).DeliverDue(ctx, now.Add(time.Minute))
 	if err != nil || r.Delivered != 1 || hits.Load() != 1 {
 		t.Fatalf("allowed: %+v, %v, %d requests; want it delivered", r, err, hits.Load())
+	}
+}
+
+// TestPublic: every special-purpose range is refused, IPv4-mapped IPv6
+// addresses as their IPv4 address; public addresses pass.
+func TestPublic(t *testing.T) {
+	for _, c := range []struct {
+		addr string
+		want bool
+	}{
+		{"8.8.8.8", true}, {"1.1.1.1", true}, {"2606:4700:4700::1111", true}, {"100.63.255.255", true}, {"100.128.0.0", true},
+		{"198.17.255.255", true}, {"198.20.0.0", true}, {"192.0.1.1", true}, {"::ffff:8.8.8.8", true},
+		{"127.0.0.1", false}, {"10.1.2.3", false}, {"172.16.0.1", false}, {"192.168.1.1", false}, {"169.254.169.254", false},
+		{"0.0.0.0", false}, {"0.1.2.3", false}, {"100.64.0.1", false}, {"100.127.255.255", false}, {"192.0.0.8", false},
+		{"198.18.0.1", false}, {"198.19.255.255", false}, {"224.0.0.1", false}, {"255.255.255.255", false},
+		{"::", false}, {"::1", false}, {"fe80::1", false}, {"fe80::1%eth0", false}, {"fc00::1", false}, {"fd12::1", false},
+		{"fec0::1", false}, {"ff02::1", false}, {"64:ff9b::a00:1", false}, {"64:ff9b::808:808", false}, {"2002:a00:1::", false},
+		{"::ffff:127.0.0.1", false}, {"::ffff:10.0.0.1", false}, {"::ffff:100.64.0.1", false}, {"::ffff:169.254.169.254", false},
+		{"::ffff:198.18.0.1", false}, {"::a00:1", false},
+	} {
+		if got := Public(netip.MustParseAddr(c.addr)); got != c.want {
+			t.Errorf("Public(%s) = %v, want %v", c.addr, got, c.want)
+		}
+	}
+}
+
+// TestAccountErrorHidesAddresses: what the account is shown of a refused
+// or failed attempt names no address.
+func TestAccountErrorHidesAddresses(t *testing.T) {
+	d := New(nil, Config{Timeout: 5 * time.Second}, slog.New(slog.DiscardHandler))
+	for _, c := range []struct{ url, want string }{
+		{"http://100.64.0.1:9/hook", "address not allowed"},
+		{"http://[::ffff:10.0.0.1]:9/hook", "address not allowed"},
+		{"http://[fec0::1]:9/hook", "address not allowed"},
+		{"http://198.18.0.1:9/hook", "address not allowed"},
+		{"://nope", "invalid URL"},
+	} {
+		_, err := d.post(context.Background(), c.url, "whsec_x", time.Now(), []byte("{}"))
+		if got := accountError(err); got != c.want {
+			t.Errorf("%s: %q (from %v), want %q", c.url, got, err, c.want)
+		}
 	}
 }

@@ -27,6 +27,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// errBadURL refuses a -redis-url go-redis cannot parse. Its parse error is
+// not wrapped: it quotes the URL, password included.
+var errBadURL = errors.New("redisconn: -redis-url is not a redis:// or rediss:// URL go-redis accepts " +
+	"(a password's '%', '#', '/' or '@' must be percent-encoded)")
+
 // Modes, as Config.Mode reports them.
 const (
 	ModeURL      = "url"
@@ -89,7 +94,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, errors.New("redisconn: -redis-addrs needs -redis-sentinel-master or -redis-cluster"))
 		}
 		if _, err := redis.ParseURL(c.URL); err != nil {
-			errs = append(errs, fmt.Errorf("redisconn: -redis-url: %w", err))
+			errs = append(errs, errBadURL)
 		}
 	default:
 		if c.URL != "" {
@@ -132,7 +137,7 @@ func (c *Config) Options() (*redis.UniversalOptions, error) {
 	case ModeURL:
 		u, err := redis.ParseURL(c.URL)
 		if err != nil {
-			return nil, fmt.Errorf("redisconn: -redis-url: %w", err)
+			return nil, errBadURL
 		}
 		o.Addrs, o.Username, o.Password, o.DB, o.TLSConfig = []string{u.Addr}, u.Username, u.Password, u.DB, u.TLSConfig
 		o.ClientName, o.Protocol, o.PoolSize, o.MinIdleConns, o.MaxRetries = u.ClientName, u.Protocol, u.PoolSize, u.MinIdleConns, u.MaxRetries

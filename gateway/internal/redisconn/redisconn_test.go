@@ -44,6 +44,22 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// TestBadURLHidesPassword: a -redis-url go-redis refuses is reported
+// without the URL (its parse errors quote it, password and all).
+func TestBadURLHidesPassword(t *testing.T) {
+	for _, u := range []string{"redis://:pa%zzs3cret@127.0.0.1:6379/0", "redis://u:s3cret@127.0.0.1:6379/notadb",
+		"http://u:s3cret@127.0.0.1:6379"} {
+		c := Config{URL: u}
+		errV := c.Validate()
+		_, errO := c.Options()
+		for _, err := range []error{errV, errO} {
+			if err == nil || !strings.Contains(err.Error(), "-redis-url") || strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("%q: %v, want -redis-url named and no password", u, err)
+			}
+		}
+	}
+}
+
 // TestClients: each mode yields the go-redis client type that speaks it.
 func TestClients(t *testing.T) {
 	for _, tc := range []struct {

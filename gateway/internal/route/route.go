@@ -7,10 +7,13 @@
 // Answers are cached. LISTEN berth_placement (a tenant moved, its leader
 // changed, or it was deleted) and berth_quotas (its quotas changed) drop the
 // tenant's entry; a reconnect of the listener drops them all. Entries also
-// expire after TTL as a safety net. A lookup that raced an invalidation is
-// not cached, and a lookup never joins a query started before the last
-// invalidation. Refresh drops one tenant's entry and reads it again (a node
-// answered that it is not the tenant's leader).
+// expire after TTL as a safety net. A lookup that raced an invalidation of
+// its tenant (or of all) is not cached, and a lookup never joins a query
+// started before its tenant's last invalidation. Refresh drops one
+// tenant's entry and reads it again (a node answered that it is not the
+// tenant's leader); other tenants' queries in flight are left alone, so a
+// reconnect storm during an election costs a query per tenant refreshed,
+// not per lookup.
 package route
 
 import (
@@ -79,17 +82,30 @@ type Table struct {
 
 	mu       sync.Mutex
 	cache    map[string]entry
-	gen      uint64              // bumped by every invalidation
+	gen      uint64              // bumped when every entry is dropped
 	inflight map[string]*pending // one query per tenant at a time
 }
 
 // pending is a query other lookups of the same tenant wait for, so a
 // reconnect storm after an invalidation costs one query, not thousands.
 type pending struct {
-	gen  uint64 // the invalidation generation it started in
-	done chan struct{}
-	r    Route
-	err  error
+	gen   uint64 // the whole-cache generation it started in
+	stale bool   // its tenant was invalidated since it started; under Table.mu
+	done  chan struct{}
+	r     Route
+	err   error
+}
+
+// currentLocked tells whether p's answer is still good to share and cache.
+func (t *Table) currentLocked(p *pending) bool { return !p.stale && p.gen == t.gen }
+
+// dropLocked forgets tenantID's entry and marks a query in flight for it
+// stale.
+func (t *Table) dropLocked(tenantID string) {
+	delete(t.cache, tenantID)
+	if p, ok := t.inflight[tenantID]; ok {
+		p.stale = true
+	}
 }
 
 type entry struct {
@@ -137,8 +153,7 @@ func (t *Table) Shutdown(ctx context.Context) error { return t.listen.Shutdown(c
 func (t *Table) notify(n *pgconn.Notification) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.cache, n.Payload)
-	t.gen++
+	t.dropLocked(n.Payload)
 }
 
 func (t *Table) invalidateAll() {
@@ -157,7 +172,7 @@ func (t *Table) Lookup(ctx context.Context, tenantID string) (Route, error) {
 		t.mu.Unlock()
 		return e.r, e.err
 	}
-	if p, ok := t.inflight[tenantID]; ok && p.gen == t.gen {
+	if p, ok := t.inflight[tenantID]; ok && t.currentLocked(p) {
 		t.mu.Unlock()
 		select {
 		case <-p.done:
@@ -166,12 +181,11 @@ func (t *Table) Lookup(ctx context.Context, tenantID string) (Route, error) {
 			return Route{}, ctx.Err()
 		}
 	}
-	gen := t.gen
-	p := &pending{gen: gen, done: make(chan struct{})}
+	p := &pending{gen: t.gen, done: make(chan struct{})}
 	t.inflight[tenantID] = p
 	t.mu.Unlock()
 
-	p.r, p.err = t.query(ctx, tenantID, now, gen)
+	p.r, p.err = t.query(ctx, tenantID, now, p)
 	t.mu.Lock()
 	if t.inflight[tenantID] == p {
 		delete(t.inflight, tenantID)
@@ -186,15 +200,14 @@ func (t *Table) Lookup(ctx context.Context, tenantID string) (Route, error) {
 // may not have arrived yet.
 func (t *Table) Refresh(ctx context.Context, tenantID string) (Route, error) {
 	t.mu.Lock()
-	delete(t.cache, tenantID)
-	t.gen++
+	t.dropLocked(tenantID)
 	t.mu.Unlock()
 	return t.Lookup(ctx, tenantID)
 }
 
-// query reads the route and caches the answer unless an invalidation
-// happened since gen was read.
-func (t *Table) query(ctx context.Context, tenantID string, now time.Time, gen uint64) (Route, error) {
+// query reads the route for p and caches the answer unless an
+// invalidation of the tenant, or of all, happened since p started.
+func (t *Table) query(ctx context.Context, tenantID string, now time.Time, p *pending) (Route, error) {
 	r := Route{TenantID: tenantID}
 	var epoch int64
 	err := t.pool.QueryRow(ctx, query, tenantID).Scan(&r.Slug, &r.NodeID, &r.NodeAddr, &r.MaxConnections, &epoch)
@@ -209,7 +222,7 @@ func (t *Table) query(ctx context.Context, tenantID string, now time.Time, gen u
 		err, ttl = ErrNotPlaced, t.opt.NegativeTTL
 	}
 	t.mu.Lock()
-	if t.gen == gen { // no invalidation raced the query
+	if t.currentLocked(p) { // no invalidation raced the query
 		t.cache[tenantID] = entry{r: r, err: err, expires: now.Add(ttl)}
 	}
 	t.mu.Unlock()

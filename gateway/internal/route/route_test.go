@@ -195,3 +195,112 @@ func TestConcurrentMissesShareOneQuery(t *testing.T) {
 		t.Fatalf("50 concurrent lookups ran %d queries, want 1", n)
 	}
 }
+
+// gatedCounter is a pgx tracer counting route queries per tenant and
+// holding those of one tenant until its gate opens.
+type gatedCounter struct {
+	mu      sync.Mutex
+	n       map[string]int
+	tenant  string
+	started chan struct{} // one send per held query, when it starts
+	gate    chan struct{} // closed: held queries go on
+}
+
+func (g *gatedCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if !strings.Contains(d.SQL, "LEFT JOIN nodes") || len(d.Args) == 0 {
+		return ctx
+	}
+	tenant, _ := d.Args[0].(string)
+	g.mu.Lock()
+	g.n[tenant]++
+	g.mu.Unlock()
+	if tenant == g.tenant {
+		g.started <- struct{}{}
+		<-g.gate
+	}
+	return ctx
+}
+
+func (g *gatedCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (g *gatedCounter) count(tenant string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.n[tenant]
+}
+
+// TestRefreshIsPerTenant: refreshing one tenant (a node's "not the
+// leader") while another tenant's query is in flight leaves that query
+// shared and cached: the other tenant costs one query, not one per lookup.
+func TestRefreshIsPerTenant(t *testing.T) {
+	cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gatedCounter{n: map[string]int{}, tenant: "ten_unplaced", started: make(chan struct{}, 4), gate: make(chan struct{})}
+	cfg.ConnConfig.Tracer = g
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	seed(t, pool)
+	exec(t, pool, `UPDATE tenants SET node_id = 'node_2' WHERE id = 'ten_unplaced'`)
+	tb := start(t, pool, Options{TTL: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	// B's first lookup starts its query and is held in it.
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	lookupB := func() {
+		r, err := tb.Lookup(ctx, "ten_unplaced")
+		if err == nil && r.NodeAddr != "10.0.0.2:7883" {
+			err = fmt.Errorf("route %+v", r)
+		}
+		errs <- err
+	}
+	wg.Go(lookupB)
+	select {
+	case <-g.started:
+	case <-ctx.Done():
+		t.Fatal("B's query never started")
+	}
+	// A is refreshed meanwhile, twice.
+	for range 2 {
+		if r, err := tb.Refresh(ctx, "ten_placed"); err != nil || r.NodeAddr != "10.0.0.1:7883" {
+			t.Fatalf("Refresh(A) = %+v, %v", r, err)
+		}
+	}
+	// A second lookup of B joins the query in flight (or, if it comes after,
+	// finds its answer cached) rather than starting one.
+	wg.Go(lookupB)
+	close(g.gate)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// B's answer was cached: no query for it now.
+	for range 3 {
+		if _, err := tb.Lookup(ctx, "ten_unplaced"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := g.count("ten_unplaced"); n != 1 {
+		t.Fatalf("B: %d queries, want 1 (A's refreshes must not invalidate B)", n)
+	}
+	if n := g.count("ten_placed"); n != 2 {
+		t.Fatalf("A: %d queries for 2 refreshes, want 2", n)
+	}
+
+	// Refreshing B itself does read it again.
+	if _, err := tb.Refresh(ctx, "ten_unplaced"); err != nil {
+		t.Fatal(err)
+	}
+	if n := g.count("ten_unplaced"); n != 2 {
+		t.Fatalf("B after its own refresh: %d queries, want 2", n)
+	}
+}

@@ -161,7 +161,8 @@ func (c *Config) Validate() error {
 	if c.DatabaseURL == "" {
 		bad("-database-url (DATABASE_URL) is required")
 	} else if _, err := url.Parse(c.DatabaseURL); err != nil {
-		bad("-database-url: %v", err)
+		// url.Error quotes the whole URL, password included.
+		bad("-database-url does not parse as a URL (a password's '%%', '#', '/' or '@' must be percent-encoded)")
 	}
 	if c.Domain == "" || strings.HasPrefix(c.Domain, ".") || strings.ContainsAny(c.Domain, "/: ") {
 		bad("-domain %q is not a domain name", c.Domain)
@@ -322,8 +323,6 @@ func (c Config) Redacted() Config {
 	c.KeyEncryption = mask(c.KeyEncryption)
 	c.StripeKey = mask(c.StripeKey)
 	c.StripeWebhookSecret = mask(c.StripeWebhookSecret)
-	if u, err := url.Parse(c.DatabaseURL); err == nil {
-		c.DatabaseURL = u.Redacted()
-	}
+	c.DatabaseURL = flagenv.Redact(c.DatabaseURL)
 	return c
 }

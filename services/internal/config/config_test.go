@@ -163,3 +163,19 @@ func TestPlansAndWriteRate(t *testing.T) {
 		t.Fatalf("flags over the environment: plans %v, write rate %v burst %d", plans, c.AccountWriteRate, c.AccountWriteBurst)
 	}
 }
+
+// TestDatabasePasswordNeverShown: a database URL whose password breaks the
+// URL syntax is refused without quoting it, and the config as logged
+// shows no password, however the URL is written.
+func TestDatabasePasswordNeverShown(t *testing.T) {
+	_, err := parse([]string{"-dev"}, map[string]string{"DATABASE_URL": "postgres://berth:pa%zzsecret@db/berth"})
+	if err == nil || !strings.Contains(err.Error(), "-database-url") || strings.Contains(err.Error(), "zzsecret") {
+		t.Fatalf("unparsable URL: %v, want -database-url named and the password not shown", err)
+	}
+	for _, u := range []string{"postgres://berth:pa55secret@db/berth", "postgres://db/berth?password=pa55secret",
+		"host=db user=berth password=pa55secret", "postgres://berth:1234/pa55secret@db/berth"} {
+		if r := (Config{DatabaseURL: u}).Redacted(); strings.Contains(r.DatabaseURL, "pa55secret") {
+			t.Errorf("%q logged as %q", u, r.DatabaseURL)
+		}
+	}
+}
