@@ -31,7 +31,7 @@ lint: ## gofmt, go vet and staticcheck over every module
 	$(GO) vet $(GOPKGS)
 	@$(DEV)/staticcheck.sh $(GOPKGS)
 
-bench: ## Berth vs mosquitto and mochi-mqtt on loopback, one table in bench/results/ (BENCH_FLAGS=-quick: smoke run)
+bench: ## Berth vs mosquitto, mochi-mqtt and NATS on loopback, one table in bench/results/ (BENCH_FLAGS=-quick: smoke run)
 	@bench/run.sh $(BENCH_FLAGS)
 
 bench-idle: ## RSS per idle connection, Berth beside mosquitto, at IDLE_CONNS held connections (default 10000,100000; needs RLIMIT_NOFILE above the largest)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make bench: Berth's standalone broker side by side with mosquitto and
-# mochi-mqtt on loopback, the same loadtest scenarios against each in one run.
+# make bench: Berth's standalone broker side by side with mosquitto,
+# mochi-mqtt and NATS (its MQTT listener) on loopback, the same loadtest
+# scenarios against each in one run.
 # Writes bench/results/<date>.md (the table) and <date>.json (raw reports).
 #
 #   bench/run.sh                      # full run, about 5 minutes
@@ -34,7 +35,7 @@ infra/dev/tools.sh
 
 bin="$(mktemp -d -t berth-bench-bin.XXXXXX)"
 trap 'rm -rf "$bin"' EXIT
-brokers="${BENCH_BROKERS:-berth,mosquitto,mochi}"
+brokers="${BENCH_BROKERS:-berth,mosquitto,mochi,nats}"
 echo "bench: building" >&2
 go build -o "$bin/loadtest" ./broker/cmd/loadtest
 go build -o "$bin/runner" ./bench/runner

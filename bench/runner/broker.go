@@ -47,6 +47,29 @@ var kinds = map[string]brokerKind{
 	"mochi": {name: "mochi", args: func(bin, addr, _ string) ([]string, error) {
 		return []string{filepath.Join(bin, "mochi"), "-listen", addr}, nil
 	}},
+	// NATS speaks MQTT 3.1.1 through JetStream (its MQTT sessions and QoS
+	// 1 live in streams, so it needs a store even for QoS 0); its own
+	// client port is a random one on loopback.
+	"nats": {name: "nats", args: func(_, addr, dir string) ([]string, error) {
+		conf := fmt.Sprintf("server_name: bench\nlisten: 127.0.0.1:-1\njetstream { store_dir: %q }\nmqtt { listen: %q }\n",
+			filepath.Join(dir, "jetstream"), addr)
+		path := filepath.Join(dir, "nats.conf")
+		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+			return nil, err
+		}
+		return []string{natsBin(), "-c", path}, nil
+	}},
+}
+
+// natsBin is the Debian package's path, or whatever PATH finds.
+func natsBin() string {
+	if _, err := os.Stat("/usr/sbin/nats-server"); err == nil {
+		return "/usr/sbin/nats-server"
+	}
+	if p, err := exec.LookPath("nats-server"); err == nil {
+		return p
+	}
+	return "nats-server"
 }
 
 // withFsync returns kind, for Berth with a policy, started with -data in

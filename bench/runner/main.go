@@ -1,5 +1,5 @@
 // Command runner is make bench's orchestrator: it runs the same loadtest
-// scenarios against Berth's standalone broker, mosquitto and mochi-mqtt on
+// scenarios against Berth's standalone broker, mosquitto, mochi-mqtt and NATS on
 // loopback, one fresh broker process per scenario, reads each broker's CPU
 // time and peak RSS from /proc, and writes one Markdown table with Berth's
 // ratio over each peer plus the raw JSON beside it. bench/run.sh builds the
@@ -57,7 +57,7 @@ func parse(args []string) (config, error) {
 	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
 	fs.StringVar(&c.bin, "bin", "", "directory with the loadtest, broker and mochi binaries")
 	fs.StringVar(&c.out, "out", "bench/results", "directory for <date>.md and <date>.json")
-	brokers := fs.String("brokers", "berth,mosquitto,mochi", "brokers to run, comma-separated; ratios are the first over the others")
+	brokers := fs.String("brokers", "berth,mosquitto,mochi,nats", "brokers to run, comma-separated; ratios are the first over the others")
 	fs.BoolVar(&c.quick, "quick", false, "1 s scenarios and 300 connections (a smoke test, not a measurement)")
 	only := fs.String("only", "", "run only scenarios whose id matches this regular expression")
 	fs.StringVar(&c.gateway, "gateway", "", "also run every scenario through a running gateway at HOST:PORT")
@@ -91,7 +91,7 @@ func parse(args []string) (config, error) {
 	for b := range strings.SplitSeq(*brokers, ",") {
 		b = strings.TrimSpace(b)
 		if _, ok := kinds[b]; !ok {
-			return c, fmt.Errorf("-brokers: unknown broker %q (want berth, mosquitto, mochi)", b)
+			return c, fmt.Errorf("-brokers: unknown broker %q (want berth, mosquitto, mochi, nats)", b)
 		}
 		c.brokers = append(c.brokers, b)
 	}
@@ -332,6 +332,12 @@ func describeMachine(cfg config) machine {
 			}
 		}
 		m.Versions["berth"] = v
+	}
+	// nats-server --version prints "nats-server: v2.9.10".
+	if out, err := exec.Command(natsBin(), "--version").Output(); err == nil {
+		if _, v, ok := strings.Cut(strings.TrimSpace(string(out)), ": "); ok {
+			m.Versions["nats"] = v
+		}
 	}
 	// mosquitto -h prints its version on the first line and exits 3.
 	out, _ := exec.Command(mosquittoBin(), "-h").CombinedOutput()

@@ -158,7 +158,7 @@ func TestScenarios(t *testing.T) {
 }
 
 func TestParseFlags(t *testing.T) {
-	if _, err := parse([]string{"-bin", "x", "-brokers", "berth,nats"}); err == nil {
+	if _, err := parse([]string{"-bin", "x", "-brokers", "berth,emqx"}); err == nil {
 		t.Error("unknown broker accepted")
 	}
 	if _, err := parse(nil); err == nil {
@@ -290,5 +290,33 @@ func TestConnScenarios(t *testing.T) {
 	i := slices.Index(a, "-source-addrs")
 	if i < 0 || i+1 >= len(a) || a[i+1] != "127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5" {
 		t.Errorf("conn-100000 args %q: want four source addresses", a)
+	}
+}
+
+// TestNATSPeer: the nats kind starts the distribution's nats-server with
+// its MQTT listener on the scenario's address, and a real MQTT client
+// (loadtest) publishes through it to a subscriber.
+func TestNATSPeer(t *testing.T) {
+	bin, dir := t.TempDir(), t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "loadtest"), "berth.dev/broker/cmd/loadtest")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build loadtest: %v\n%s", err, b)
+	}
+	p, err := startBroker(kinds["nats"], bin, dir)
+	if err != nil {
+		t.Fatal(err) // infra/dev/tools.sh installs nats-server
+	}
+	t.Cleanup(func() { p.stop() })
+	out, err := exec.Command(filepath.Join(bin, "loadtest"), "-addr", p.addr, "-mode", "pub", "-pubs", "2",
+		"-count", "500", "-qos", "0", "-json", "-quiet").Output()
+	if err != nil {
+		t.Fatalf("loadtest against nats: %v\n%s", err, out)
+	}
+	var rep loadReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Delivered == 0 {
+		t.Fatalf("nothing delivered through nats: %s", out)
 	}
 }

@@ -7,6 +7,8 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 apt_install mosquitto mosquitto-clients strace poppler-utils
+# nats-server: make bench's fourth peer (it speaks MQTT through JetStream).
+apt_install nats-server
 # zsh and fish: berthctl's completion scripts are run in the shells they are for.
 apt_install zsh fish
 # The e2e disk and flood faults (root, as in CI): mount and losetup (a tmpfs and an

@@ -57,7 +57,7 @@ func (s *Shard) PublishLimited(topicName string, payload []byte, qos byte, retai
 	s.stats.msgsIn.Add(1)
 	s.stats.msgsAccept.Add(1)
 	s.stats.bytesIn.Add(uint64(len(payload)))
-	s.topics.add([]byte(topicName), len(payload))
+	s.topics.add([]byte(topicName), len(payload), time.Now().Unix())
 	p := packet.Publish{QoS: qos, Retain: retain, Topic: []byte(topicName), Payload: payload, Props: props}
 	m := newMessage(&p, p.Topic, time.Now(), noPublisher)
 	mt := s.matches.Get().(*topic.Matches)

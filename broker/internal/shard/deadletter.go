@@ -118,7 +118,7 @@ func (s *Shard) deadLetterLoop() {
 func deadLetterMessage(dl *deadLetter) *message {
 	m := dl.msg
 	reason := dl.reason.String()
-	p := packet.Publish{QoS: m.qos, Topic: []byte(DeadLetterPrefix + reason), Payload: m.payload, Props: m.props}
+	p := packet.Publish{QoS: m.qos, Topic: []byte(DeadLetterPrefix + reason), Payload: m.payload, Props: m.props.full()}
 	p.Props.Has &^= packet.Mask(packet.PropMessageExpiry) // an expired message must not expire again at once
 	p.Props.MessageExpiry = 0
 	p.Props.UserProperties = append(append([]packet.UserProperty(nil), m.props.UserProperties...),

@@ -50,9 +50,13 @@
 // immutable message shared by every queue. Packets read together share
 // the memory of their messages (slab), so a publisher sending back to back
 // costs a few allocations per read, not two per message; what holds a
-// message for long (the retained store, offline or far-behind sessions)
-// holds a copy of its own instead (pinned by TestSlabAllocations and
-// TestSlabMessagesKeptLongAreOwned). The writer sends each copy as
+// message for long (the retained store, offline sessions, and a session
+// whose queue would hold many chunks mostly of other queues' messages)
+// holds a copy of its own instead (pinned by TestSlabAllocations,
+// TestSlabMessagesKeptLongAreOwned and
+// TestSlabInterleavedPublishersKeepTheirChunks: a slow subscriber fed
+// whole chunks by many publishers keeps them, as copying would cost what
+// it saves). The writer sends each copy as
 // two vectors, a per-subscriber header and the shared payload:
 //
 //	cached header (per message, per protocol version and QoS, built once)

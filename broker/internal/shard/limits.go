@@ -64,10 +64,11 @@ const maxThrottle = time.Second
 // (topicrules.go), the connection's limiter and the retained quota to an
 // inbound PUBLISH. It returns a per-message refusal code (CodeSuccess to go
 // on) with the reason to count it under, or an error that ends the
-// connection.
-func (c *conn) admitPublish(name []byte, p *packet.Publish) (packet.ReasonCode, DropReason, error) {
+// connection. now is the clock as read for this PUBLISH; a reader that is
+// throttled reads it again after its pause.
+func (c *conn) admitPublish(name []byte, p *packet.Publish, now *time.Time) (packet.ReasonCode, DropReason, error) {
 	s := c.shard
-	s.topics.add(name, len(p.Payload))
+	s.topics.add(name, len(p.Payload), now.Unix())
 	var wait time.Duration
 	if r := s.ruleFor(name); r != nil {
 		code, d, err := c.admitRule(r, p)
@@ -78,13 +79,13 @@ func (c *conn) admitPublish(name []byte, p *packet.Publish) (packet.ReasonCode, 
 	}
 	l := c.info.Limiter
 	if l == nil {
-		throttle(wait)
+		throttle(wait, now)
 		return packet.CodeSuccess, 0, nil
 	}
 	code, lwait := l.AdmitPublish(len(p.Payload), c.version)
 	switch code {
 	case packet.CodeSuccess:
-		throttle(max(wait, lwait))
+		throttle(max(wait, lwait), now)
 	case packet.ErrQuotaExceeded:
 		return code, DropQuotaExceeded, nil
 	default:
@@ -98,10 +99,11 @@ func (c *conn) admitPublish(name []byte, p *packet.Publish) (packet.ReasonCode, 
 }
 
 // throttle pauses a connection's reads (an MQTT 3.1.1 publisher over a
-// rate), at most maxThrottle at a time.
-func throttle(wait time.Duration) {
+// rate), at most maxThrottle at a time, and then reads the clock into now.
+func throttle(wait time.Duration, now *time.Time) {
 	if wait > 0 {
 		time.Sleep(min(wait, maxThrottle))
+		*now = time.Now()
 	}
 }
 
@@ -212,7 +214,9 @@ func (w *rateWindow) rates(now int64) (mps, bps float64) {
 	return float64(m) / rateSeconds, float64(b) / rateSeconds
 }
 
-func (t *topicStats) add(name []byte, size int) {
+// add counts one message of size bytes published to name in second sec
+// (Unix seconds): the caller's clock, read once per PUBLISH.
+func (t *topicStats) add(name []byte, size int, sec int64) {
 	st := &t.other
 	h := uint32(2166136261) // FNV-1a: picks a stripe, needs no seed
 	for _, b := range name {
@@ -232,7 +236,7 @@ func (t *topicStats) add(name []byte, size int) {
 	stripe.mu.Unlock()
 	st.msgs.Add(1)
 	st.bytes.Add(uint64(size))
-	st.window.add(time.Now().Unix(), uint64(size))
+	st.window.add(sec, uint64(size))
 }
 
 // TopicInfo is one topic's traffic as the admin API shows it.

@@ -42,7 +42,7 @@ func TestMessageHeaders(t *testing.T) {
 			for _, v := range []byte{packet.Version311, packet.Version5} {
 				for q := byte(0); q <= 2; q++ {
 					got, _ := tc.m.header(v, q)
-					p := packet.Publish{QoS: q, Topic: tc.m.topic, Payload: tc.m.payload, Props: tc.m.props}
+					p := packet.Publish{QoS: q, Topic: tc.m.topic, Payload: tc.m.payload, Props: tc.m.props.full()}
 					if q > 0 {
 						p.PacketID = 1
 					}

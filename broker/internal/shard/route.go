@@ -213,10 +213,15 @@ func (s *Shard) publish(m *message, matches *topic.Matches) int {
 // dry, rather than each waking its writer now. A wide fan-out wakes the
 // writers at once, so that they write in parallel.
 func (s *Shard) publishVia(m *message, matches *topic.Matches, out *outbox) int {
+	return s.publishAt(m, matches, out, time.Now())
+}
+
+// publishAt is publishVia at now, the time the caller read for the
+// message (handlePublish reads the clock once per PUBLISH).
+func (s *Shard) publishAt(m *message, matches *topic.Matches, out *outbox, now time.Time) int {
 	if m.retain {
 		s.setRetained(m)
 	}
-	now := time.Now()
 	n := 0
 	var kicks [4]*conn
 	nk := 0

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,9 +34,9 @@ type delivery struct {
 	extra  []uint32 // identifiers beyond the second (rare)
 	id     uint16
 	state  deliveryState
-	// runStart: the first queued delivery of a message from its slab
-	// chunk (see ring).
-	runStart bool
+	// runSlots: on the delivery that counted its message's slab chunk
+	// into the queue (see ring), that chunk's messages; 0 on the others.
+	runSlots uint8
 	// live: routed from a client's PUBLISH to a connected session; its
 	// write is a delivery latency sample (see Latency).
 	live bool
@@ -169,7 +170,7 @@ func (sess *session) enqueue(d *delivery, now time.Time) (kick, out *conn) {
 		}
 		return kick, nil
 	}
-	if m := d.msg; m.chunk != nil && (c == nil || sess.queue.runs >= pinnedRunsMax && m.chunk != sess.queue.last) {
+	if m := d.msg; m.chunk != nil && (c == nil || sess.queue.sparse(m.chunk)) {
 		d.msg = m.own() // it may wait long: hold no more slab chunks
 	}
 	sess.queue.push(*d)
@@ -233,24 +234,50 @@ func (sess *session) dropAllLocked() {
 	sess.endAllTracesLocked("session ended before the acknowledgement")
 }
 
-// ring is a growable FIFO of deliveries. It counts the runs of
-// deliveries whose messages come from one slab chunk, a bound on the
-// chunks it holds on to.
+// ring is a growable FIFO of deliveries. It counts the slab chunks its
+// messages come from: a push whose chunk is not among the last
+// recentChunks counted ones counts it again (a run), so interleaved
+// publishers, each sending a chunk's worth, count each chunk about once.
+// The chunks it holds on to are at most runs+recentChunks: a chunk with
+// no counted delivery left in the queue was among the recent ones when
+// the oldest queued delivery was pushed.
 type ring struct {
 	buf        []delivery
 	head, size int
-	runs       int
-	last       *message // chunk of the newest slab message pushed
+	runs       int // counted deliveries (runSlots > 0) in the queue
+	slots      int // the counted chunks' messages, summed
+	recent     [recentChunks]*message
+	nextRecent int
 }
+
+// recentChunks is how many interleaved publishers' chunks a queue tells
+// apart without counting a new run.
+const recentChunks = 16
 
 func (r *ring) len() int { return r.size }
 
+// sparse reports whether a delivery of a message from chunk would pin one
+// chunk too many: a new run past pinnedRunsMax while the counted chunks
+// have fewer than half their messages, on average, in this queue. A
+// queue fed by whole chunks (publishers sending back to back, however
+// many and however interleaved) keeps them: copying would cost what it
+// saves. One that would hold chunks mostly of other queues' messages
+// gets an owned copy instead.
+func (r *ring) sparse(chunk *message) bool {
+	if r.runs < pinnedRunsMax || slices.Contains(r.recent[:], chunk) {
+		return false
+	}
+	return r.slots > 2*(r.size+1)
+}
+
 func (r *ring) push(d delivery) {
-	d.runStart = false
-	if ch := d.msg.chunk; ch != nil && ch != r.last {
-		d.runStart = true
+	d.runSlots = 0
+	if ch := d.msg.chunk; ch != nil && !slices.Contains(r.recent[:], ch) {
+		d.runSlots = max(ch.chunkMsgs, 1)
 		r.runs++
-		r.last = ch
+		r.slots += int(d.runSlots)
+		r.recent[r.nextRecent] = ch
+		r.nextRecent = (r.nextRecent + 1) % recentChunks
 	}
 	if r.size == len(r.buf) {
 		nb := make([]delivery, max(16, 2*len(r.buf)))
@@ -272,11 +299,12 @@ func (r *ring) pop() delivery {
 	r.buf[r.head] = delivery{}
 	r.head = (r.head + 1) % len(r.buf)
 	r.size--
-	if d.runStart {
+	if d.runSlots > 0 {
 		r.runs--
+		r.slots -= int(d.runSlots)
 	}
 	if r.size == 0 {
-		r.last = nil
+		r.recent = [recentChunks]*message{}
 	}
 	return d
 }

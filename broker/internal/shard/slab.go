@@ -57,6 +57,7 @@ func (sl *slab) newMessage(p *packet.Publish, topicName []byte, now time.Time, p
 	if len(sl.msgs) == 0 {
 		sl.msgs = make([]message, min(ahead, slabMessages))
 		sl.base = &sl.msgs[0]
+		sl.base.chunkMsgs = uint8(len(sl.msgs))
 	}
 	m := &sl.msgs[0]
 	m.chunk = sl.base
@@ -92,7 +93,7 @@ func (m *message) own() *message {
 	if c := m.owned.Load(); c != nil {
 		return c
 	}
-	p := packet.Publish{QoS: m.qos, Retain: m.retain, Topic: m.topic, Payload: m.payload, Props: m.props}
+	p := packet.Publish{QoS: m.qos, Retain: m.retain, Topic: m.topic, Payload: m.payload, Props: m.props.full()}
 	c := newMessage(&p, m.topic, time.Unix(0, m.created), m.publisher)
 	c.expireAt = m.expireAt
 	c.off, c.lost, c.dead = m.off, m.lost, m.dead

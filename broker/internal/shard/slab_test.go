@@ -142,7 +142,7 @@ func TestSlabMessagesKeptLongAreOwned(t *testing.T) {
 		s.publish(m, &mt)
 		return m
 	}
-	var a, b slab
+	var a slab
 
 	m := publish(&a, "r/1", true)
 	got, ok := s.retained.Get("r/1")
@@ -168,10 +168,12 @@ func TestSlabMessagesKeptLongAreOwned(t *testing.T) {
 	for i := range n {
 		publish(&a, fmt.Sprintf("q/%d", i), false)
 	}
-	// Two publishers interleaved: every delivery starts a run, and past
-	// pinnedRunsMax runs the connected session gets owned copies.
+	// Publishers whose chunks send this queue one message each (the rest
+	// would go elsewhere): past pinnedRunsMax such chunks the connected
+	// session gets owned copies.
 	for i := range 2 * pinnedRunsMax {
-		publish([]*slab{&a, &b}[i%2], fmt.Sprintf("q/x/%d", i), false)
+		var sparse slab
+		publish(&sparse, fmt.Sprintf("q/x/%d", i), false)
 	}
 	online.mu.Lock()
 	defer online.mu.Unlock()
@@ -196,7 +198,7 @@ func TestSlabMessagesKeptLongAreOwned(t *testing.T) {
 			}
 		}
 	}
-	if len(chunks) > pinnedRunsMax || owned == 0 {
+	if len(chunks) > pinnedRunsMax+recentChunks || owned == 0 {
 		t.Fatalf("the queue holds %d chunks, %d owned copies", len(chunks), owned)
 	}
 
@@ -219,4 +221,55 @@ func stubConn() *conn {
 	c := &conn{wake: make(chan struct{}, 1)}
 	c.writing.Store(true)
 	return c
+}
+
+// TestSlabInterleavedPublishersKeepTheirChunks: ten publishers sending
+// back to back into one slow subscriber (the fan-in of make bench's QoS 0
+// ingest) interleave their chunks in its queue. Each chunk's messages
+// all wait there, so copying them would only double the work: the queue
+// keeps the chunks, counted about once each, however deep it grows.
+func TestSlabInterleavedPublishersKeepTheirChunks(t *testing.T) {
+	s := New(Options{SysInterval: -1, MaxQueuedMessages: 100_000})
+	var mt topic.Matches
+	s.mu.Lock()
+	sub := s.newSessionLocked("sub")
+	sub.conn = stubConn()
+	if _, err := s.tree.Subscribe(sub.id, "in/#", topic.Options{QoS: 0}); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Unlock()
+
+	const pubs, perPub = 10, 20 * slabMessages
+	slabs := make([]slab, pubs)
+	for i := range perPub {
+		for j := range slabs {
+			p := packet.Publish{Topic: []byte("in/t"), Payload: []byte("0123456789abcdef")}
+			m := slabs[j].newMessage(&p, p.Topic, time.Now(), noPublisher, 1<<20)
+			if s.publish(m, &mt) != 1 {
+				t.Fatalf("message %d of publisher %d reached no one", i, j)
+			}
+		}
+	}
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if sub.queue.len() != pubs*perPub {
+		t.Fatalf("queued %d, want %d", sub.queue.len(), pubs*perPub)
+	}
+	chunks := map[*message]bool{}
+	for i := range sub.queue.len() {
+		ch := sub.queue.at(i).msg.chunk
+		if ch == nil {
+			t.Fatalf("delivery %d is an owned copy: a dense chunk was copied", i)
+		}
+		chunks[ch] = true
+	}
+	if want := pubs * perPub / slabMessages; len(chunks) != want || sub.queue.runs != want {
+		t.Errorf("%d chunks, %d runs counted; want %d of each", len(chunks), sub.queue.runs, want)
+	}
+	for sub.queue.len() > 0 {
+		sub.queue.pop()
+	}
+	if sub.queue.runs != 0 || sub.queue.slots != 0 {
+		t.Errorf("drained queue counts %d runs, %d slots", sub.queue.runs, sub.queue.slots)
+	}
 }

@@ -114,7 +114,8 @@ var keyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }
 // payload as-is, so replay can send it with sendfile.
 func (s *Shard) appendLocked(m *message) error {
 	bp := keyBufs.Get().(*[]byte)
-	key := store.AppendMeta((*bp)[:0], m.topic, m.qos, m.retain, m.created, m.expireAt, &m.props)
+	props := m.props.full()
+	key := store.AppendMeta((*bp)[:0], m.topic, m.qos, m.retain, m.created, m.expireAt, &props)
 	var pub *session
 	if m.inID != 0 {
 		if pub = s.byID[m.publisher]; pub != nil {

@@ -48,12 +48,12 @@ func TestTopicRuleAdmissionAllocations(t *testing.T) {
 			s.SetTopicRules(tc.rules)
 			c := &conn{shard: s, version: packet.Version5}
 			p := packet.Publish{Topic: []byte("site/7/line/3/temp"), QoS: 1, Payload: make([]byte, 64)}
-			if code, _, err := c.admitPublish(p.Topic, &p); code != packet.CodeSuccess || err != nil {
+			if code, _, err := c.admitPublish(p.Topic, &p, new(time.Now())); code != packet.CodeSuccess || err != nil {
 				t.Fatalf("admitted with %v, %v", code, err)
 			}
 			now := time.Now().UnixNano()
 			allocs := testing.AllocsPerRun(1000, func() {
-				if code, _, _ := c.admitPublish(p.Topic, &p); code != packet.CodeSuccess {
+				if code, _, _ := c.admitPublish(p.Topic, &p, new(time.Now())); code != packet.CodeSuccess {
 					t.Fatalf("refused %v", code)
 				}
 				if s.pastRuleRetention(p.Topic, now, now) {
@@ -77,7 +77,7 @@ func BenchmarkAdmitPublish(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(p.Payload)))
 			for b.Loop() {
-				if code, _, _ := c.admitPublish(p.Topic, &p); code != packet.CodeSuccess {
+				if code, _, _ := c.admitPublish(p.Topic, &p, new(time.Now())); code != packet.CodeSuccess {
 					b.Fatalf("refused %v", code)
 				}
 			}

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"berth.dev/broker/packet"
@@ -75,7 +76,7 @@ func (c *conn) checkWill(cp *packet.Connect) packet.ReasonCode {
 // moment (see above). Called without locks.
 func (s *Shard) publishWill(w *willMsg) {
 	m := w.msg
-	s.topics.add(m.topic, len(m.payload))
+	s.topics.add(m.topic, len(m.payload), time.Now().Unix())
 	if drop, ok := s.admitWillRule(m); !ok {
 		s.stats.drops[drop].Add(1)
 		s.deadLetter(drop, m, m.qos, w.clientID)

@@ -506,7 +506,7 @@ func (c *conn) encodePublishLocked(dst []byte, d *delivery, dup bool, now int64)
 		alias, newAlias = c.outAlias(m.topic)
 	}
 	if v5 && (d.nSub > 0 || alias != 0 || m.expireAt != 0) {
-		p := packet.Publish{QoS: d.qos, Topic: m.topic, Payload: m.payload, Props: m.props}
+		p := packet.Publish{QoS: d.qos, Topic: m.topic, Payload: m.payload, Props: m.props.full()}
 		if d.qos > 0 {
 			p.PacketID = d.id
 		}
