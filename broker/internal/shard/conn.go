@@ -195,13 +195,18 @@ func (c *conn) readPackets() (sendWill, drain, parked bool) {
 	}
 	for {
 		var start time.Time
-		if c.keepAlive > 0 || c.park != nil {
-			start = time.Now()
-		}
-		if c.keepAlive > 0 {
-			// [MQTT-3.1.2-22] (3.1.1: [MQTT-3.1.2-24]) one and a half
-			// times the Keep Alive.
-			_ = c.nc.SetReadDeadline(start.Add(c.keepAlive))
+		if !c.rd.Ready() {
+			// The next read may wait on the socket: only then is the clock
+			// read and the deadline moved (a burst already buffered is
+			// handled without either).
+			if c.keepAlive > 0 || c.park != nil {
+				start = time.Now()
+			}
+			if c.keepAlive > 0 {
+				// [MQTT-3.1.2-22] (3.1.1: [MQTT-3.1.2-24]) one and a half
+				// times the Keep Alive.
+				_ = c.nc.SetReadDeadline(start.Add(c.keepAlive))
+			}
 		}
 		if c.kicked.Load() {
 			return true, true, false // after the deadline: kick moved it to now
