@@ -24,9 +24,13 @@ var ErrSignature = errors.New("payment: webhook signature does not verify")
 //     account has a valid payment method (and with it the paid plans).
 //   - invoice.payment_failed: an account in good standing enters its grace
 //     period (Config.Grace); EnforceGrace caps it when that ends.
-//   - invoice.paid: the account is in good standing again, and the quotas
+//   - invoice.paid, invoice.voided: the pushed invoice (matched by its
+//     Stripe id or its berth_invoice_id metadata) is settled
+//     (invoice_payments.paid_at); once no invoice pushed for the account
+//     is still owed, the account is in good standing again and the quotas
 //     its grace's end capped to the free plan's bounds are restored
-//     (RestoreTenants, live through berth_quotas).
+//     (settleInvoice, RestoreTenants, live through berth_quotas). While
+//     one is, the account stays as it is, and the log says which.
 //
 // Other events are acknowledged and ignored.
 func (p *Provider) HandleWebhook(ctx context.Context, payload []byte, signature string) (string, error) {
@@ -42,8 +46,10 @@ func (p *Provider) HandleWebhook(ctx context.Context, payload []byte, signature 
 	}
 	typ := string(ev.Type)
 	var obj struct {
-		Customer json.RawMessage `json:"customer"`
-		Mode     string          `json:"mode"` // a Checkout session's
+		ID       string            `json:"id"`
+		Customer json.RawMessage   `json:"customer"`
+		Mode     string            `json:"mode"`     // a Checkout session's
+		Metadata map[string]string `json:"metadata"` // an invoice's: berth_invoice_id
 	}
 	if ev.Data != nil {
 		if err := json.Unmarshal(ev.Data.Raw, &obj); err != nil {
@@ -51,7 +57,7 @@ func (p *Provider) HandleWebhook(ctx context.Context, payload []byte, signature 
 		}
 	}
 	customer := customerID(obj.Customer)
-	var restored []string
+	var settled settlement
 	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO stripe_events (id, type) VALUES ($1, $2) ON CONFLICT DO NOTHING`, ev.ID, typ)
 		if err != nil || tag.RowsAffected() == 0 { // seen before: done
@@ -70,16 +76,9 @@ func (p *Provider) HandleWebhook(ctx context.Context, payload []byte, signature 
 			_, err = tx.Exec(ctx, `UPDATE accounts SET payment_state = 'grace', grace_until = now() + $2::interval
 				WHERE stripe_customer_id = $1 AND payment_state = 'ok'`, customer, p.grace)
 		case "invoice.paid":
-			var account string
-			err = tx.QueryRow(ctx, `UPDATE accounts SET payment_state = 'ok', grace_until = NULL
-				WHERE stripe_customer_id = $1 RETURNING id`, customer).Scan(&account)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			restored, err = RestoreTenants(ctx, tx, account)
+			settled, err = settleInvoice(ctx, tx, customer, obj.ID, obj.Metadata["berth_invoice_id"], "paid")
+		case "invoice.voided":
+			settled, err = settleInvoice(ctx, tx, customer, obj.ID, obj.Metadata["berth_invoice_id"], "voided")
 		}
 		return err
 	})
@@ -87,11 +86,27 @@ func (p *Provider) HandleWebhook(ctx context.Context, payload []byte, signature 
 		return typ, fmt.Errorf("payment: event %s: %w", ev.ID, err)
 	}
 	p.log.Info("stripe event", slog.String("id", ev.ID), slog.String("type", typ), slog.String("customer", customer))
-	if len(restored) > 0 {
-		p.log.Info("invoice paid: quotas capped at the end of the payment grace restored", slog.String("customer", customer),
-			slog.Int("tenants", len(restored)))
-	}
+	p.logSettlement(typ, obj.ID, settled)
 	return typ, nil
+}
+
+// logSettlement says what an invoice.paid or invoice.voided did to its
+// account, and why an account not in good standing stays so.
+func (p *Provider) logSettlement(typ, stripeID string, s settlement) {
+	if s.account == "" {
+		return
+	}
+	attrs := []any{slog.String("account", s.account), slog.String("stripe_invoice", stripeID), slog.Bool("marked_settled", s.marked)}
+	switch {
+	case len(s.unsettled) > 0 && s.state != "ok":
+		p.log.Warn(typ+": account stays "+s.state+" while pushed invoices are unpaid",
+			append(attrs, slog.Any("unpaid", s.unsettled))...)
+	case len(s.unsettled) > 0:
+		p.log.Info(typ+": other pushed invoices are still unpaid", append(attrs, slog.Any("unpaid", s.unsettled))...)
+	case s.state != "ok":
+		p.log.Info(typ+": every pushed invoice settled, account in good standing again; capped quotas restored",
+			append(attrs, slog.String("was", s.state), slog.Int("tenants", len(s.restored)))...)
+	}
 }
 
 // customerID reads an object's customer field: an id, or an expanded
