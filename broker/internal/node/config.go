@@ -189,15 +189,15 @@ func (c *Config) validatePeers() error {
 	case len(c.PeerSecret) < 16:
 		return fmt.Errorf("%w: the peer secret must be at least 16 bytes", ErrConfig)
 	}
-	seen := map[uint64]string{RaftID(c.ID): c.ID}
+	seen := map[uint64]string{PeerID(c.ID): c.ID}
 	for _, p := range c.Peers {
 		if p.ID == "" || p.Addr == "" {
 			return fmt.Errorf("%w: a peer needs an id and an address", ErrConfig)
 		}
-		if other, dup := seen[RaftID(p.ID)]; dup {
+		if other, dup := seen[PeerID(p.ID)]; dup {
 			return fmt.Errorf("%w: peer %q given twice (or as this node, %q)", ErrConfig, p.ID, other)
 		}
-		seen[RaftID(p.ID)] = p.ID
+		seen[PeerID(p.ID)] = p.ID
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"net/http"
+	"slices"
 
 	"berth.dev/broker/internal/replica"
 )
@@ -19,7 +20,11 @@ import (
 //     group is quiesced here (the leader quiesces only followers holding
 //     its whole log); and
 //   - it has applied all but at most readyMaxLag of the entries it knows
-//     to be committed (replica.Progress).
+//     to be committed (replica.Progress); and
+//   - it votes in the group: a node that lost its disk joins again as a
+//     learner under a new raft id (identity.go) and is not ready until
+//     its leader has promoted it, so stopping another node meanwhile
+//     cannot cost a tenant its quorum.
 //
 // So a node restarted on its volume is not ready while it replays its raft
 // log, while it has not heard from the leaders, while a snapshot is
@@ -45,6 +50,9 @@ type readyReport struct {
 	Groups      int    `json:"groups"`
 	NotCaughtUp int    `json:"not_caught_up"`
 	MaxLag      uint64 `json:"max_lag"`
+	// NotVoting counts the groups (among NotCaughtUp) in whose
+	// configuration this node is not a voter yet.
+	NotVoting int `json:"not_voting"`
 }
 
 // caughtUp reports whether a replica counts as caught up (see above).
@@ -52,8 +60,9 @@ func caughtUp(p replica.Progress) bool {
 	return !p.Stopped && p.Confirmed && p.Lag() <= readyMaxLag
 }
 
-// readiness counts the groups held here and those not caught up.
-func (r *replicas) readiness() (groups, behind int, maxLag uint64) {
+// readiness counts the groups held here, those not caught up, and among
+// them those this node does not vote in.
+func (r *replicas) readiness() (groups, behind, notVoting int, maxLag uint64) {
 	r.mu.Lock()
 	list := make([]*replGroup, 0, len(r.groups))
 	for _, rg := range r.groups {
@@ -63,11 +72,15 @@ func (r *replicas) readiness() (groups, behind int, maxLag uint64) {
 	for _, rg := range list {
 		p := rg.g.Progress()
 		maxLag = max(maxLag, p.Lag())
-		if !caughtUp(p) {
+		switch {
+		case !slices.Contains(rg.g.Members().Voters, r.self):
+			notVoting++
+			behind++
+		case !caughtUp(p):
 			behind++
 		}
 	}
-	return len(list), behind, maxLag
+	return len(list), behind, notVoting, maxLag
 }
 
 // handleReadyz serves GET /readyz: 200 when ready, 503 with the reason
@@ -83,7 +96,7 @@ func (n *Node) handleReadyz(w http.ResponseWriter, _ *http.Request) {
 	case len(n.cfg.Peers) > 0 && repl == nil:
 		rep.Reason = "starting: replication is not up yet"
 	case repl != nil:
-		rep.Groups, rep.NotCaughtUp, rep.MaxLag = repl.readiness()
+		rep.Groups, rep.NotCaughtUp, rep.NotVoting, rep.MaxLag = repl.readiness()
 		if rep.NotCaughtUp > 0 {
 			rep.Reason = fmt.Sprintf("%d of %d tenant groups not caught up with their leader", rep.NotCaughtUp, rep.Groups)
 		}

@@ -2,8 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -52,25 +50,23 @@ const (
 // created since (their groups open on every voter).
 const tenantsRefresh = 5 * time.Second
 
+// waitingRefresh is how soon openAll runs again when new groups wait for
+// a peer's raft id (announced within a raft tick of connecting).
+const waitingRefresh = 200 * time.Millisecond
+
 var (
 	errNotLeader = errors.New("node: this node does not lead the tenant's group")
 	errNotVoter  = errors.New("node: this node holds no replica of the tenant")
+	// errPeersUnknown: a new group's first configuration needs every
+	// voter's raft id, and a peer has not announced its own yet (not
+	// served here yet: CONNACK 0x9C like errNotLeader).
+	errPeersUnknown = fmt.Errorf("%w: a replica's raft id is not known yet", errNotLeader)
 )
-
-// RaftID is the raft id of a node id: the first 8 bytes of its SHA-256,
-// never 0. Every node computes the same.
-func RaftID(nodeID string) uint64 {
-	sum := sha256.Sum256([]byte(nodeID))
-	if id := binary.BigEndian.Uint64(sum[:8]); id != 0 {
-		return id
-	}
-	return 1
-}
 
 // member is a node of the cluster as placement sees it.
 type member struct {
 	id   string
-	raft uint64
+	peer uint64 // PeerID(id)
 	zone string
 }
 
@@ -78,7 +74,7 @@ type member struct {
 type replicas struct {
 	n       *Node
 	host    *replica.Host
-	self    uint64
+	self    uint64 // this incarnation's raft id (identity.go)
 	members []member
 	size    int // voters per tenant
 	// placement records the leaderships this node wins (tenant_placement:
@@ -90,6 +86,8 @@ type replicas struct {
 
 	// draining: hand every leadership over, take none (drain.go).
 	draining atomic.Bool
+	// pendingAtStart: new groups openAll left for peers' raft ids at start.
+	pendingAtStart int
 }
 
 // replGroup is a tenant's group on this node.
@@ -101,20 +99,33 @@ type replGroup struct {
 	// handOffAt is when a drain last asked the group to transfer its
 	// leadership (leadLoop's).
 	handOffAt time.Time
+	// members are the nodes holding its replicas (rendezvous hashing).
+	members []member
+	// settled is the (peers' raft ids version, term) at which memberLoop
+	// last found its configuration complete (membership.go's).
+	settled [2]uint64
 }
 
 // startReplication brings up the peer transport and the groups of the
 // tenants this node holds a replica of.
 func (n *Node) startReplication(ctx context.Context) error {
 	c := n.cfg
-	r := &replicas{n: n, self: RaftID(c.ID), groups: map[string]*replGroup{}, size: c.Replicas}
-	r.members = append(r.members, member{id: c.ID, raft: r.self, zone: c.Zone})
+	raftDir := filepath.Join(c.DataDir, "raft")
+	inc, fresh, err := loadIncarnation(raftDir)
+	if err != nil {
+		return err
+	}
+	r := &replicas{n: n, self: raftIDOf(c.ID, inc), groups: map[string]*replGroup{}, size: c.Replicas}
+	r.members = append(r.members, member{id: c.ID, peer: PeerID(c.ID), zone: c.Zone})
 	for _, p := range c.Peers {
-		r.members = append(r.members, member{id: p.ID, raft: RaftID(p.ID), zone: p.Zone})
+		r.members = append(r.members, member{id: p.ID, peer: PeerID(p.ID), zone: p.Zone})
 	}
 	r.size = min(r.size, len(r.members))
+	if fresh {
+		n.log.Info("replication: new raft identity (a fresh raft directory): groups that exist are joined as a new member", "raft_id", r.self)
+	}
 	host, err := replica.New(replica.Config{
-		NodeID: r.self, Listen: c.PeerListen, Secret: c.PeerSecret, Dir: filepath.Join(c.DataDir, "raft"),
+		NodeID: r.self, PeerID: PeerID(c.ID), Listen: c.PeerListen, Secret: c.PeerSecret, Dir: raftDir,
 		Fsync: c.Fsync, TickInterval: c.RaftTick, Quiesce: true, Logger: n.log,
 		SnapshotEntries: c.RaftSnapshotEntries, CatchUpEntries: c.RaftCatchUpEntries,
 	})
@@ -123,9 +134,9 @@ func (n *Node) startReplication(ctx context.Context) error {
 	}
 	r.host = host
 	for _, p := range c.Peers {
-		host.AddPeer(RaftID(p.ID), p.Addr)
+		host.AddPeer(PeerID(p.ID), p.Addr)
 	}
-	if err := r.openAll(ctx); err != nil {
+	if r.pendingAtStart, err = r.openAll(ctx); err != nil {
 		return errors.Join(err, r.close())
 	}
 	r.placement = placement.NewRecorder(placement.NewStore(n.pool), placement.RecorderOptions{Logger: n.log})
@@ -134,82 +145,69 @@ func (n *Node) startReplication(ctx context.Context) error {
 	n.repl = r // under mu: /readyz may ask while Start runs (readyz.go)
 	n.mu.Unlock()
 	n.goBackground(r.leadLoop)
+	n.goBackground(r.memberLoop)
 	n.log.Info("replication up", "peer_listen", host.Addr(), "raft_id", r.self, "peers", len(c.Peers), "replicas", r.size, "groups", len(r.groups))
 	return nil
 }
 
 // openAll opens the group of every tenant this node holds a replica of,
-// so that it takes part in elections before any client comes.
-func (r *replicas) openAll(ctx context.Context) error {
+// so that it takes part in elections before any client comes. It reports
+// how many new groups wait for a peer's raft id (errPeersUnknown).
+func (r *replicas) openAll(ctx context.Context) (waiting int, err error) {
 	rows, err := r.n.pool.Query(ctx, `SELECT id FROM tenants`)
 	if err != nil {
-		return fmt.Errorf("node: replication: tenants: %w", err)
+		return 0, fmt.Errorf("node: replication: tenants: %w", err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return fmt.Errorf("node: replication: tenants: %w", err)
+		return 0, fmt.Errorf("node: replication: tenants: %w", err)
 	}
 	for _, id := range ids {
-		if _, err := r.group(id); err != nil && !errors.Is(err, errNotVoter) {
-			return err
+		switch _, err := r.group(id); {
+		case errors.Is(err, errPeersUnknown):
+			waiting++
+		case err != nil && !errors.Is(err, errNotVoter):
+			return waiting, err
 		}
 	}
-	return nil
-}
-
-// voters are the raft ids of a tenant's replicas: members ranked by a
-// hash of (tenant, node) (rendezvous hashing: a node joining or leaving
-// moves few tenants), taking one per zone first, so replicas sit in
-// distinct failure domains when there are enough zones.
-func (r *replicas) voters(tenantID string) []uint64 {
-	type ranked struct {
-		m    member
-		rank uint64
-	}
-	rs := make([]ranked, len(r.members))
-	for i, m := range r.members {
-		sum := sha256.Sum256([]byte(tenantID + "\x00" + m.id))
-		rs[i] = ranked{m, binary.BigEndian.Uint64(sum[:8])}
-	}
-	slices.SortFunc(rs, func(a, b ranked) int { return -cmpU64(a.rank, b.rank) })
-	var out []uint64
-	zones := map[string]bool{}
-	for _, x := range rs { // one per zone
-		if len(out) < r.size && !zones[x.m.zone] {
-			zones[x.m.zone] = true
-			out = append(out, x.m.raft)
-		}
-	}
-	for _, x := range rs { // then by rank
-		if len(out) < r.size && !slices.Contains(out, x.m.raft) {
-			out = append(out, x.m.raft)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return waiting, nil
 }
 
 // group returns the tenant's group here, opening it (and its store) on
 // first use; errNotVoter when this node holds no replica of it.
+//
+// A group with no raft log here is either new (no leader recorded a
+// placement for the tenant yet): every replica writes the same first
+// configuration, which needs every replica's raft id (errPeersUnknown
+// until each has announced it); or one that exists without this node's
+// state (this node lost its disk, or was down when the group began): it
+// opens with no configuration and its leader adds it (memberLoop).
 func (r *replicas) group(tenantID string) (*replGroup, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if rg := r.groups[tenantID]; rg != nil {
 		return rg, nil
 	}
-	voters := r.voters(tenantID)
-	if !slices.Contains(voters, r.self) {
+	members := r.designated(tenantID)
+	if !slices.ContainsFunc(members, func(m member) bool { return m.id == r.n.cfg.ID }) {
 		return nil, errNotVoter
+	}
+	gid := tenantlog.GroupID(tenantID)
+	var voters []uint64 // none: the log here has the configuration, or the leader adds this node
+	if !r.host.HasLog(gid) {
+		existed, err := r.placed(tenantID)
+		if err != nil {
+			return nil, err
+		}
+		if !existed {
+			for _, m := range members {
+				id, ok := r.raftOf(m)
+				if !ok {
+					return nil, errPeersUnknown
+				}
+				voters = append(voters, id)
+			}
+		}
 	}
 	c := r.n.cfg
 	// The raft log is the durable copy; the store is fsynced when the
@@ -222,12 +220,15 @@ func (r *replicas) group(tenantID string) (*replGroup, error) {
 		return nil, fmt.Errorf("node: storage of %s: %w", tenantID, err)
 	}
 	log := tenantlog.New(st, tenantlog.Options{ProposeTimeout: c.ProposeTimeout, Logger: r.n.log.With("tenant_id", tenantID)})
-	g, err := r.host.OpenGroup(tenantlog.GroupID(tenantID), voters, log)
+	g, err := r.host.OpenGroup(gid, voters, log)
 	if err != nil {
 		_ = st.Close()
 		return nil, fmt.Errorf("node: replication group of %s: %w", tenantID, err)
 	}
-	rg := &replGroup{id: tenantID, g: g, log: log}
+	if voters == nil && g.Applied() == 0 {
+		r.n.log.Info("replication: joining an existing group as a new member", "tenant_id", tenantID, "raft_id", r.self)
+	}
+	rg := &replGroup{id: tenantID, g: g, log: log, members: members}
 	r.groups[tenantID] = rg
 	return rg, nil
 }
@@ -253,17 +254,22 @@ func (r *replicas) leadLoop() {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var list []*replGroup
-	refreshed := time.Now()
+	refreshed, waiting := time.Now(), 0
+	if r.pendingAtStart > 0 {
+		refreshed, waiting = time.Time{}, r.pendingAtStart
+	}
 	for {
 		select {
 		case <-r.n.ctx.Done():
 			return
 		case now := <-tick.C:
-			if now.Sub(refreshed) >= tenantsRefresh {
-				// Tenants created since: their groups need every voter.
+			// Tenants created since: their groups need every voter. New
+			// groups waiting for a peer's raft id: again soon.
+			if d := now.Sub(refreshed); d >= tenantsRefresh || (waiting > 0 && d >= waitingRefresh) {
 				refreshed = now
 				ctx, cancel := context.WithTimeout(r.n.ctx, 5*time.Second)
-				if err := r.openAll(ctx); err != nil {
+				var err error
+				if waiting, err = r.openAll(ctx); err != nil {
 					r.n.log.Warn("replication: opening new tenants' groups", "err", err)
 				}
 				cancel()
@@ -316,20 +322,8 @@ func (r *replicas) lead(rg *replGroup) {
 	}
 	rg.state.Store(serving)
 	term := rg.g.Term()
-	r.placement.Leading(placement.Placement{TenantID: rg.id, Leader: r.n.cfg.ID, Replicas: r.names(r.voters(rg.id)), Epoch: term})
+	r.placement.Leading(placement.Placement{TenantID: rg.id, Leader: r.n.cfg.ID, Replicas: names(rg.members), Epoch: term})
 	r.n.log.Info("tenant led here", "tenant_id", rg.id, "term", term)
-}
-
-// names are the node ids of raft ids.
-func (r *replicas) names(ids []uint64) []string {
-	out := make([]string, 0, len(ids))
-	for _, m := range r.members {
-		if slices.Contains(ids, m.raft) {
-			out = append(out, m.id)
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 // close stops the groups (and the transport), then closes the stores and

@@ -70,7 +70,8 @@
 //	length 4 B | kind 1 B | group id 8 B | payload | HMAC(key, seq 8 B | length | kind | group | payload)
 //
 // Kinds: 1 raft message (protobuf raftpb.Message), 2 quiesce heartbeat (a
-// MsgHeartbeat), 3 node liveness (empty, group 0). A snapshot of a
+// MsgHeartbeat), 3 node liveness (group 0; payload: the sender's current
+// raft id, 8 B, identity.go). A snapshot of a
 // FileState group goes on a connection dialed for it alone (same
 // handshake), written blocking: 4 begin (index 8 B), 5 chunk (path len
 // 2 B | path, relative, "/"-separated | offset 8 B | ≤ 1 MiB of the file),

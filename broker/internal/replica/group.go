@@ -73,6 +73,7 @@ type Group struct {
 	propc  chan *proposal
 	snapc  chan snapResult
 	xferc  chan uint64 // TransferLeadership's target
+	callc  chan func() // run in the loop (membership.go)
 	stopc  chan struct{}
 	donec  chan struct{}
 	closed atomic.Bool
@@ -91,7 +92,12 @@ type Group struct {
 	byIndex   map[uint64]uint64 // log index → seq of this node's entry there
 	applied   uint64
 	confState *pb.ConfState
-	streaming map[uint64]bool // followers a snapshot stream runs to
+	// confWait: a configuration change this node proposed will be at
+	// this index at the latest; none is proposed before it is applied.
+	confWait  uint64
+	confAtom  atomic.Pointer[pb.ConfState] // confState, for other goroutines
+	confSeen  *pb.ConfState                // confState when handleReady last looked
+	streaming map[uint64]bool              // followers a snapshot stream runs to
 	lead      uint64
 	err       error
 	leadAtom  atomic.Uint64
@@ -122,12 +128,13 @@ func newGroup(h *Host, id uint64, voters []uint64, sm StateMachine) (*Group, err
 	g := &Group{
 		id: id, node: h.cfg.NodeID, h: h, rn: rn, store: store, sm: sm, log: log,
 		tickc: make(chan struct{}, 1), pokec: make(chan struct{}, 1),
-		recvc: make(chan inMsg, 1024), propc: make(chan *proposal, 1024), snapc: make(chan snapResult, 1), xferc: make(chan uint64, 1), streaming: map[uint64]bool{},
+		recvc: make(chan inMsg, 1024), propc: make(chan *proposal, 1024), snapc: make(chan snapResult, 1), xferc: make(chan uint64, 1), callc: make(chan func()), streaming: map[uint64]bool{},
 		stopc: make(chan struct{}), donec: make(chan struct{}),
 		pending: map[uint64]*proposal{}, byIndex: map[uint64]uint64{},
 		confState: proto.Clone(cs).(*pb.ConfState),
 	}
 	g.seq.Store(rand.Uint64()) // per boot: see proposalHeader
+	g.confAtom.Store(g.confState)
 	hs, _, _ := store.InitialState()
 	g.noteCommit(hs.GetCommit()) // entries committed before a restart are applied again first
 	snap, _ := store.Snapshot()
@@ -300,6 +307,8 @@ func (g *Group) run() {
 		case to := <-g.xferc:
 			g.wake(false)
 			g.rn.TransferLeader(to)
+		case f := <-g.callc:
+			f()
 		case m := <-g.recvc:
 			g.step(m)
 			for i := 0; i < batchMax; i++ {
@@ -416,6 +425,7 @@ func (g *Group) handleReady() error {
 			return err
 		}
 		g.rn.Advance(rd)
+		g.confAtom.Store(g.confState)
 		for _, r := range reports {
 			if r.snap {
 				g.rn.ReportSnapshot(r.to, r.status)
@@ -426,6 +436,12 @@ func (g *Group) handleReady() error {
 		g.applAtom.Store(g.applied)
 		if err := g.maybeSnapshot(); err != nil {
 			return err
+		}
+		if g.confState != g.confSeen { // a configuration change was applied
+			g.confSeen = g.confState
+			if err := g.snapshotForLearners(); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -18,7 +19,12 @@ import (
 
 // Config configures a Host. Zero fields take the defaults of withDefaults.
 type Config struct {
-	NodeID uint64 // this node's raft id, never 0, unique in the cluster
+	NodeID uint64 // this node's raft id, never 0, unique in the cluster, new whenever the node lost its raft state
+	// PeerID is this node's id on the peer transport (what the other
+	// nodes pass to AddPeer): stable across the node's raft ids; default
+	// NodeID. Peers learn a node's current raft id from its liveness
+	// frames (identity.go).
+	PeerID uint64
 	Listen string // peer transport address, e.g. ":7881"
 	Secret []byte // cluster secret for the peer HMAC, at least 16 bytes
 	Dir    string // groups live in Dir/<group id>
@@ -81,6 +87,9 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.PeerID == 0 {
+		c.PeerID = c.NodeID
+	}
 	return c
 }
 
@@ -115,6 +124,7 @@ type Host struct {
 	groups map[uint64]*Group
 	seen   map[uint64]*atomic.Int64 // peer → unix ns of its last frame
 	live   map[uint64]bool          // liveness as the ticker last judged it
+	ids    peerIDs                  // peers' current raft ids (identity.go)
 	closed bool
 
 	stop chan struct{}
@@ -136,7 +146,8 @@ func New(cfg Config) (*Host, error) {
 		seen: map[uint64]*atomic.Int64{}, live: map[uint64]bool{},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	tr, err := newTransport(cfg.NodeID, cfg.Listen, cfg.Secret, cfg.QueueLen, cfg.QueueBytes, h.log, h)
+	h.ids.init(cfg.NodeID)
+	tr, err := newTransport(cfg.PeerID, cfg.Listen, cfg.Secret, cfg.QueueLen, cfg.QueueBytes, h.log, h)
 	if err != nil {
 		return nil, err
 	}
@@ -162,14 +173,17 @@ func (h *Host) Stats() TransportStats {
 // peers cut this node off too.
 func (h *Host) Partition(peers ...uint64) { h.tr.partition(peers...) }
 
-// AddPeer makes a node reachable at addr. Call it for every other node.
+// AddPeer makes a node reachable at addr: id is its transport id (its
+// Config.PeerID). Call it for every other node. Its raft id is learned
+// from its liveness frames (identity.go).
 func (h *Host) AddPeer(id uint64, addr string) {
 	h.mu.Lock()
-	if h.seen[id] == nil && id != h.cfg.NodeID {
+	if h.seen[id] == nil && id != h.cfg.PeerID {
 		h.seen[id] = new(atomic.Int64)
 	}
 	h.mu.Unlock()
 	h.tr.addPeer(id, addr)
+	h.tr.send(id, kindAlive, 0, h.ids.hello) // announce this node's raft id at once
 }
 
 func (h *Host) groupDir(id uint64) string {
@@ -200,6 +214,13 @@ func (h *Host) OpenGroup(id uint64, voters []uint64, sm StateMachine) (*Group, e
 	h.mu.Unlock()
 	g.start()
 	return g, nil
+}
+
+// HasLog reports whether group id has a raft log on this node's disk
+// (OpenGroup then takes its configuration from it, not from voters).
+func (h *Host) HasLog(id uint64) bool {
+	_, err := os.Stat(filepath.Join(h.groupDir(id), "log"))
+	return err == nil
 }
 
 // Group returns an open group, or nil.
@@ -237,15 +258,17 @@ func (h *Host) Close() error {
 // as of the last tick (this node: true).
 func (h *Host) Alive(id uint64) bool { return h.alive(id) }
 
-// alive reports whether a peer sent anything within the liveness window, as
-// of the last tick. This node is always alive.
+// alive reports whether the node whose raft id is id sent anything within
+// the liveness window, as of the last tick: false for a raft id no peer
+// announces (now). This node is always alive.
 func (h *Host) alive(id uint64) bool {
 	if id == h.cfg.NodeID {
 		return true
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.live[id]
+	key, ok := h.ids.peerOf[id]
+	return ok && h.live[key]
 }
 
 func (h *Host) tickLoop() {
@@ -263,7 +286,7 @@ func (h *Host) tickLoop() {
 		changed := false
 		h.mu.Lock()
 		for id, s := range h.seen {
-			h.tr.send(id, kindAlive, 0, nil)
+			h.tr.send(id, kindAlive, 0, h.ids.hello)
 			up := now-s.Load() < int64(h.cfg.Liveness)
 			if up != h.live[id] {
 				h.live[id], changed = up, true
@@ -296,11 +319,13 @@ func (h *Host) handleFrame(cs *connState, from uint64, kind byte, group uint64, 
 	if kind != kindAlive {
 		g = h.groups[group]
 	}
+	fromRaft := h.ids.raftOf[from] // 0 until its liveness frame says
 	h.mu.Unlock()
 	if s != nil {
 		s.Store(time.Now().UnixNano())
 	}
 	if kind == kindAlive {
+		h.learnRaftID(from, payload)
 		return
 	}
 	if kind != kindRaft && kind != kindQuiesce && kind != kindSnapBegin && kind != kindSnapChunk && kind != kindSnapEnd {
@@ -312,11 +337,11 @@ func (h *Host) handleFrame(cs *connState, from uint64, kind byte, group uint64, 
 		return
 	}
 	if kind >= kindSnapBegin {
-		h.receiveSnapshot(cs, from, kind, g, payload)
+		h.receiveSnapshot(cs, fromRaft, kind, g, payload)
 		return
 	}
 	m := new(pb.Message)
-	if err := proto.Unmarshal(payload, m); err != nil || m.GetFrom() != from || m.GetTo() != h.cfg.NodeID ||
+	if err := proto.Unmarshal(payload, m); err != nil || m.GetFrom() != fromRaft || m.GetTo() != h.cfg.NodeID ||
 		raft.IsLocalMsg(m.GetType()) || (kind == kindQuiesce && m.GetType() != pb.MsgHeartbeat) {
 		h.tr.badMessages.Add(1)
 		h.log.Warn("replica: peer message refused", "peer", from, "group", group, "type", m.GetType().String())
@@ -337,7 +362,7 @@ func (h *Host) sendMessages(group uint64, msgs []*pb.Message) []sendReport {
 	var reports []sendReport
 	for _, m := range msgs {
 		b, err := proto.Marshal(m)
-		ok := err == nil && h.tr.send(m.GetTo(), kindRaft, group, b)
+		ok := err == nil && h.tr.send(h.peerKey(m.GetTo()), kindRaft, group, b)
 		switch {
 		case m.GetType() == pb.MsgSnap && ok:
 			reports = append(reports, sendReport{to: m.GetTo(), snap: true, status: raft.SnapshotFinish})
@@ -352,6 +377,6 @@ func (h *Host) sendMessages(group uint64, msgs []*pb.Message) []sendReport {
 
 func (h *Host) sendQuiesce(group uint64, m *pb.Message) {
 	if b, err := proto.Marshal(m); err == nil {
-		h.tr.send(m.GetTo(), kindQuiesce, group, b)
+		h.tr.send(h.peerKey(m.GetTo()), kindQuiesce, group, b)
 	}
 }

@@ -112,7 +112,7 @@ func (g *Group) sendSnapshot(fs FileState, m *pb.Message) {
 	g.h.snapshotsSent.Add(1)
 	go func() {
 		start := time.Now()
-		n, err := g.h.tr.stream(to, g.id, func(send func(kind byte, payload []byte) error) (int64, error) {
+		n, err := g.h.tr.stream(g.h.peerKey(to), g.id, func(send func(kind byte, payload []byte) error) (int64, error) {
 			return streamDir(dir, m, send)
 		})
 		_ = os.RemoveAll(dir)

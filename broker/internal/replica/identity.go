@@ -1,0 +1,91 @@
+package replica
+
+import (
+	"encoding/binary"
+)
+
+// A node's raft id changes whenever it loses its raft state (its data
+// directory is wiped or replaced): raft assumes a node never forgets its
+// log or its votes, so a node that did must come back as a new member
+// (Group.Replace), never under its old id. Its id on the peer transport
+// (Config.PeerID, authenticated by the handshake) stays: every liveness
+// frame a node sends carries its current raft id (8 bytes, big-endian;
+// the frames were empty before, and a receiver that does not know the
+// payload ignores it), and its peers route raft messages by it. A raft
+// message is taken only when its From is the current raft id of the
+// authenticated peer and its To is this node's raft id, so a message for
+// a node's former incarnation never reaches the new one (it would find
+// an empty log where raft expects the old one: the
+// "tocommit(412) is out of range [lastIndex(1)]" panic).
+
+// peerIDs maps the peers' transport ids to their current raft ids, both
+// ways. Guarded by Host.mu.
+type peerIDs struct {
+	hello  []byte            // this node's liveness payload: its raft id
+	raftOf map[uint64]uint64 // transport id → raft id, as last announced
+	peerOf map[uint64]uint64 // raft id → transport id
+	// changes counts announcements of a raft id a peer did not have
+	// before (Host.IdentityChanges).
+	changes uint64
+}
+
+func (p *peerIDs) init(self uint64) {
+	p.hello = binary.BigEndian.AppendUint64(nil, self)
+	p.raftOf, p.peerOf = map[uint64]uint64{}, map[uint64]uint64{}
+}
+
+// learnRaftID takes a liveness frame's payload from an authenticated peer.
+func (h *Host) learnRaftID(from uint64, payload []byte) {
+	if len(payload) != 8 {
+		return // a node that announces nothing: no raft message of it is taken
+	}
+	id := binary.BigEndian.Uint64(payload)
+	if id == 0 || id == h.cfg.NodeID {
+		h.tr.badMessages.Add(1)
+		return
+	}
+	h.mu.Lock()
+	was := h.ids.raftOf[from]
+	if was == id {
+		h.mu.Unlock()
+		return
+	}
+	if other, ok := h.ids.peerOf[id]; ok && other != from {
+		h.mu.Unlock()
+		h.tr.badMessages.Add(1)
+		h.log.Warn("replica: two peers announce one raft id", "peer", from, "other", other, "raft_id", id)
+		return
+	}
+	delete(h.ids.peerOf, was)
+	h.ids.raftOf[from], h.ids.peerOf[id] = id, from
+	h.ids.changes++
+	h.mu.Unlock()
+	h.log.Info("replica: peer raft id", "peer", from, "raft_id", id, "was", was)
+}
+
+// peerKey is the transport id of the node whose current raft id is id; 0
+// (no such peer: the send is dropped and counted) for a raft id no peer
+// announces, such as a former incarnation's.
+func (h *Host) peerKey(id uint64) uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ids.peerOf[id]
+}
+
+// PeerRaftID is the raft id the peer with transport id peer last
+// announced; false when it has announced none yet.
+func (h *Host) PeerRaftID(peer uint64) (uint64, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	id, ok := h.ids.raftOf[peer]
+	return id, ok
+}
+
+// IdentityChanges counts the raft ids peers announced that they did not
+// have before (their first announcement included): what a caller that
+// reconciles configurations with the peers' ids watches.
+func (h *Host) IdentityChanges() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ids.changes
+}

@@ -1,0 +1,199 @@
+package replica
+
+import (
+	"context"
+	"slices"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+)
+
+// Membership changes. A voter that lost its raft state comes back under a
+// new raft id (identity.go) with an empty log; its group's leader
+// replaces the old id by the new one with Replace, one step per call:
+//
+//  1. the new id joins as a learner (raft catches it up: the log, or a
+//     snapshot, streamed with the store's files for a FileState);
+//  2. once its log is within caughtUpLag entries of the leader's and
+//     raft replicates to it, one joint change promotes it and removes the
+//     old id; raft leaves the joint configuration by itself (AutoLeave).
+//
+// Each call reads the configuration afresh, so the steps are resumable:
+// a step lost with a leader is taken again by the next leader's call.
+// One change is in flight at a time: no step is proposed while the joint
+// configuration is being left or before this node's last change is
+// applied (raft refuses a second one too).
+
+// caughtUpLag is how many entries behind the leader's last index a
+// learner may be, while replicating, to be promoted.
+const caughtUpLag = 64
+
+// Members is a group's configuration as this node last applied it.
+type Members struct {
+	Voters, Learners []uint64
+	Joint            bool // entered a joint configuration, not left yet
+}
+
+// Members returns the group's configuration; safe from any goroutine.
+func (g *Group) Members() Members {
+	cs := g.confAtom.Load()
+	return Members{
+		Voters: slices.Clone(cs.GetVoters()), Learners: slices.Clone(cs.GetLearners()),
+		Joint: len(cs.GetVotersOutgoing()) > 0,
+	}
+}
+
+// Replace takes the next step of replacing voter old (0: none, only add
+// nw) by nw in the group's configuration. Only the leader changes the
+// configuration: ErrNotLeader elsewhere. It reports done when nw is a
+// voter and old is not a member; otherwise call it again later (the
+// caller's loop: a step takes a commit, a learner takes its catch-up).
+func (g *Group) Replace(ctx context.Context, old, nw uint64) (done bool, err error) {
+	type result struct {
+		done bool
+		err  error
+	}
+	res := make(chan result, 1)
+	step := func() {
+		d, err := g.replaceStep(old, nw)
+		res <- result{d, err}
+	}
+	if g.closed.Load() {
+		return false, ErrClosed
+	}
+	select {
+	case g.callc <- step:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-g.donec:
+		return false, ErrClosed
+	}
+	select {
+	case r := <-res:
+		return r.done, r.err
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-g.donec:
+		return false, ErrClosed
+	}
+}
+
+// replaceStep (loop) is Replace's step.
+func (g *Group) replaceStep(old, nw uint64) (bool, error) {
+	if nw == 0 || nw == old {
+		return false, ErrUnknownPeer
+	}
+	if g.rn.BasicStatus().RaftState != raft.StateLeader {
+		return false, ErrNotLeader
+	}
+	cs := g.confState
+	member := func(id uint64) bool {
+		return slices.Contains(cs.GetVoters(), id) || slices.Contains(cs.GetLearners(), id) ||
+			slices.Contains(cs.GetVotersOutgoing(), id) || slices.Contains(cs.GetLearnersNext(), id)
+	}
+	voter, learner := slices.Contains(cs.GetVoters(), nw), slices.Contains(cs.GetLearners(), nw)
+	oldIn := old != 0 && member(old)
+	if voter && !oldIn && len(cs.GetVotersOutgoing()) == 0 {
+		return true, nil
+	}
+	if len(cs.GetVotersOutgoing()) > 0 || g.confWait > g.applied {
+		return false, nil // a change is being applied (or left)
+	}
+	if old == g.node {
+		return false, ErrNotLeader // a leader does not remove itself: transfer first
+	}
+	var changes []*pb.ConfChangeSingle
+	change := func(t pb.ConfChangeType, id uint64) {
+		changes = append(changes, &pb.ConfChangeSingle{Type: t.Enum(), NodeId: new(id)})
+	}
+	switch {
+	case !voter && !learner:
+		change(pb.ConfChangeType_ConfChangeAddLearnerNode, nw)
+	case learner:
+		if !g.caughtUpPeer(nw) {
+			return false, g.snapshotWith(nw)
+		}
+		change(pb.ConfChangeType_ConfChangeAddNode, nw)
+		if oldIn {
+			change(pb.ConfChangeType_ConfChangeRemoveNode, old)
+		}
+	default: // nw votes, old is still a member
+		change(pb.ConfChangeType_ConfChangeRemoveNode, old)
+	}
+	last, err := g.store.LastIndex()
+	if err != nil {
+		return false, err
+	}
+	g.wake(false)
+	if err := g.rn.ProposeConfChange(&pb.ConfChangeV2{Changes: changes}); err != nil {
+		if err == raft.ErrProposalDropped {
+			return false, nil // a leadership transfer runs: the next call sees
+		}
+		return false, err
+	}
+	g.confWait = last + 1
+	g.log.Info("replica: configuration change proposed", "changes", changeList(changes), "replacing", old, "by", nw)
+	return false, nil
+}
+
+// snapshotWith (loop) makes sure the snapshot a learner is sent names it:
+// a follower ignores a snapshot whose configuration it is not in, and
+// the last compaction's may be older than the learner. It compacts now
+// when the stored snapshot does not name id.
+func (g *Group) snapshotWith(id uint64) error {
+	snap, err := g.store.Snapshot()
+	if err != nil {
+		return err
+	}
+	cs := snap.GetMetadata().GetConfState()
+	if slices.Contains(cs.GetLearners(), id) || slices.Contains(cs.GetVoters(), id) || g.applied <= g.store.snapIndex {
+		return nil
+	}
+	data, err := g.sm.Snapshot()
+	if err != nil {
+		return err
+	}
+	cfg := &g.h.cfg
+	g.log.Info("replica: snapshot for a new member", "peer", id, "index", g.applied)
+	return g.store.Compact(g.applied, g.confState, data, cfg.CatchUpEntries, cfg.MaxLogBytes/2)
+}
+
+// snapshotForLearners (loop) runs when a configuration change is
+// applied: on the leader, a learner just added gets a snapshot that names
+// it at once rather than after a refused one.
+func (g *Group) snapshotForLearners() error {
+	if g.lead != g.node {
+		return nil
+	}
+	for _, id := range g.confState.GetLearners() {
+		if err := g.snapshotWith(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// caughtUpPeer (loop, leader) reports whether id's log is within
+// caughtUpLag entries of this node's and raft replicates to it.
+func (g *Group) caughtUpPeer(id uint64) bool {
+	last, err := g.store.LastIndex()
+	if err != nil {
+		return false
+	}
+	ok := false
+	g.rn.WithProgress(func(pid uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if pid == id {
+			ok = pr.State == tracker.StateReplicate && pr.Match+caughtUpLag >= last
+		}
+	})
+	return ok
+}
+
+func changeList(cs []*pb.ConfChangeSingle) []string {
+	out := make([]string, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, c.GetType().String())
+	}
+	return out
+}
