@@ -30,7 +30,7 @@ func TestStartupLogsEnvironment(t *testing.T) {
 	}
 	for _, want := range []string{
 		`"msg":"settings from the environment"`, `"BERTH_NODE_TOKEN":"REDACTED"`, `"BERTH_DEV":"1"`,
-		`"DATABASE_URL":"postgres://berth:xxxxx@127.0.0.1:1/none?connect_timeout=2"`,
+		`"DATABASE_URL":"postgres://REDACTED@127.0.0.1:1/none?connect_timeout=2"`,
 		`"level":"WARN","msg":"environment variable BERTH_LOG_FROMAT is not read; did you mean BERTH_LOG_FORMAT (-log-format)?"`,
 	} {
 		if !strings.Contains(s, want) {
