@@ -27,18 +27,24 @@ test('the budget webhook is set, refused at its field, replaced, rotated and rem
   expect((await page.request.get('/v1/billing/budget/webhook')).status()).toBe(404);
   await shot(page, 'billing-webhook-refused');
 
-  // Set: the secret is shown once, equal to the API's, with its copy button and the verification code.
+  // The answer of the page's PUT: the only one that carries the secret.
+  const putAnswer = () =>
+    page.waitForResponse((r) => r.url().endsWith('/v1/billing/budget/webhook') && r.request().method() === 'PUT').then((r) => r.json());
+
+  // Set: the secret is shown once, equal to the PUT's answer, with its copy button and the verification code;
+  // the API's GET has only its last 4 characters.
   const first = `https://hooks.example.com/berth-${unique(3)}`;
   await field.fill(first);
+  const put1 = putAnswer();
   await section.getByRole('button', { name: 'Set webhook' }).click();
   const shown = section.getByTestId('budget-webhook-secret');
   await expect(shown).toHaveText(secretRe);
   await expect(fieldError).toHaveCount(0);
   await expect(field).toHaveAttribute('aria-invalid', 'false');
-  const api1 = await (await page.request.get('/v1/billing/budget/webhook')).json();
-  expect(api1.url).toBe(first);
   const secret1 = (await shown.textContent())!.trim();
-  expect(secret1).toBe(api1.secret);
+  expect(secret1).toBe((await put1).secret);
+  const api1 = await (await page.request.get('/v1/billing/budget/webhook')).json();
+  expect([api1.url, api1.secret, api1.secret_set, api1.secret_last4]).toEqual([first, undefined, true, secret1.slice(-4)]);
   await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: env.api });
   await section.getByRole('button', { name: 'Copy secret' }).click();
   await expect(section.getByRole('button', { name: 'Copied' })).toBeVisible();
@@ -53,27 +59,32 @@ test('the budget webhook is set, refused at its field, replaced, rotated and rem
   await expect(shown).toHaveCount(0);
   await page.reload();
   await expect(section).toContainText(`Notices are POSTed to ${first}`);
+  await expect(section).toContainText(`ending in ${secret1.slice(-4)}`);
   await expect(section).toContainText('rotate it to get a new one');
   await expect(page.getByText(secret1)).toHaveCount(0);
 
   // Replace the URL: the secret stays, and is not shown.
   const second = `https://hooks.example.com/berth-${unique(3)}`;
   await field.fill(second);
+  const put2 = putAnswer();
   await section.getByRole('button', { name: 'Replace URL' }).click();
   await expect(section.getByRole('status')).toContainText('URL replaced; the signing secret is unchanged.');
   await expect(section).toContainText(`Notices are POSTed to ${second}`);
   await expect(shown).toHaveCount(0);
+  expect((await put2).secret).toBeUndefined();
   const api2 = await (await page.request.get('/v1/billing/budget/webhook')).json();
-  expect([api2.url, api2.secret]).toEqual([second, secret1]);
+  expect([api2.url, api2.secret, api2.secret_last4]).toEqual([second, undefined, secret1.slice(-4)]);
 
   // Rotate: asked first, then a new secret, shown once.
   await section.getByRole('button', { name: 'Rotate signing secret' }).click();
+  const put3 = putAnswer();
   await page.getByRole('dialog', { name: 'Rotate signing secret' }).getByRole('button', { name: 'Rotate secret' }).click();
   await expect(shown).toHaveText(secretRe);
   const secret2 = (await shown.textContent())!.trim();
   expect(secret2).not.toBe(secret1);
+  expect(secret2).toBe((await put3).secret);
   const api3 = await (await page.request.get('/v1/billing/budget/webhook')).json();
-  expect([api3.url, api3.secret]).toEqual([second, secret2]);
+  expect([api3.url, api3.secret, api3.secret_last4]).toEqual([second, undefined, secret2.slice(-4)]);
 
   // The deliveries the billing worker recorded are listed.
   psql(`

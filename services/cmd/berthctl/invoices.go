@@ -11,7 +11,9 @@ import (
 // invoice is what the tables show of GET /v1/invoices[/{id}].
 type invoice struct {
 	ID         string     `json:"id"`
-	Kind       string     `json:"kind"`
+	Kind       string     `json:"kind"` // invoice, credit or correction
+	Amends     *string    `json:"amends"`
+	AmendsNum  *int64     `json:"amends_number"`
 	Status     string     `json:"status"`
 	Number     *int64     `json:"number"`
 	Month      string     `json:"month"`
@@ -50,9 +52,10 @@ func invoicesList(ctx context.Context, e *env, args []string) error {
 	}
 	rows := make([][]string, 0, len(items))
 	for _, iv := range items {
-		rows = append(rows, []string{iv.ID, iv.Month, invoiceNumber(iv.Number), iv.Status, money(iv.TotalCents, iv.Currency), when(&iv.UpdatedAt)})
+		rows = append(rows, []string{iv.ID, iv.Month, iv.Kind, invoiceNumber(iv.Number), amendsNumber(iv), iv.Status,
+			money(iv.TotalCents, iv.Currency), when(&iv.UpdatedAt)})
 	}
-	table(e.stdout, []string{"ID", "MONTH", "NUMBER", "STATUS", "TOTAL", "UPDATED"}, rows)
+	table(e.stdout, []string{"ID", "MONTH", "KIND", "NUMBER", "AMENDS", "STATUS", "TOTAL", "UPDATED"}, rows)
 	return nil
 }
 
@@ -62,11 +65,24 @@ func invoicesShow(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	var iv invoice
-	if ok, err := accountCall(ctx, e, f, apiclient.GetInvoice, pos, nil, nil, &iv); !ok || err != nil {
+	s, err := open(e, f)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "%s %s, %s: %s\n", iv.Kind, invoiceNumber(iv.Number), iv.Month, iv.Status)
+	var iv invoice
+	if ok, err := s.call(ctx, e, f, apiclient.GetInvoice, pos, nil, nil, &iv); !ok || err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s, %s: %s\n", documentName(iv.Kind, iv.Number), iv.Month, iv.Status)
+	if iv.Amends != nil {
+		// The list and the document give the amended one's id and number;
+		// its kind (a credit note may amend a correction) is its own.
+		var am invoice
+		if err := s.api.Call(ctx, apiclient.GetInvoice, []string{*iv.Amends}, nil, nil, &am); err != nil {
+			return fmt.Errorf("the document %s amends: %w", *iv.Amends, err)
+		}
+		fmt.Fprintf(e.stdout, "Amends %s (%s)\n", documentName(am.Kind, am.Number), am.ID)
+	}
 	rows := make([][]string, 0, len(iv.Lines))
 	for _, l := range iv.Lines {
 		rows = append(rows, []string{fmt.Sprint(l.Line), orDash(l.TenantSlug), l.Description, fmt.Sprintf("%d %s", l.Quantity, l.Unit), money(l.AmountCents, iv.Currency)})
@@ -74,6 +90,28 @@ func invoicesShow(ctx context.Context, e *env, args []string) error {
 	table(e.stdout, []string{"#", "TENANT", "DESCRIPTION", "QUANTITY", "AMOUNT"}, rows)
 	fmt.Fprintf(e.stdout, "Total %s\n", money(iv.TotalCents, iv.Currency))
 	return nil
+}
+
+// documentName is "Invoice #7", "Credit note #9", "Correction #8", or
+// "Invoice (draft)" for the running month's estimate.
+func documentName(kind string, n *int64) string {
+	name := map[string]string{"invoice": "Invoice", "credit": "Credit note", "correction": "Correction"}[kind]
+	if name == "" {
+		name = kind
+	}
+	if n == nil {
+		return name + " (draft)"
+	}
+	return fmt.Sprintf("%s #%d", name, *n)
+}
+
+// amendsNumber is "#n", the number of the document a credit note or a
+// correction amends; "-" for an invoice.
+func amendsNumber(iv invoice) string {
+	if iv.Amends == nil {
+		return "-"
+	}
+	return invoiceNumber(iv.AmendsNum)
 }
 
 // invoiceNumber is "#n" for an issued invoice, "-" for a draft.

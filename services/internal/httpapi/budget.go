@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/url"
+	"time"
 
 	"berth.dev/services/internal/store"
 )
@@ -48,6 +49,16 @@ func (a *api) getBudget(w http.ResponseWriter, r *http.Request) error {
 	return a.writeBudget(w, r, principalFrom(r.Context()).AccountID)
 }
 
+// deleteBudget removes the budget: the worker checks nothing more; quotas
+// already capped stay capped (the account raises them).
+func (a *api) deleteBudget(w http.ResponseWriter, r *http.Request) error {
+	if err := a.store.DeleteBudget(r.Context(), principalFrom(r.Context()).AccountID); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
 func (a *api) writeBudget(w http.ResponseWriter, r *http.Request, accountID string) error {
 	b, ns, err := a.store.GetBudget(r.Context(), accountID)
 	if err != nil {
@@ -63,9 +74,17 @@ func (a *api) writeBudget(w http.ResponseWriter, r *http.Request, accountID stri
 // billing worker POSTs the account's budget notices, signed with the
 // webhook's secret (Berth-Signature: t=…,v1=HMAC-SHA256 of "t.body").
 
+// budgetWebhookJSON is a webhook as the API answers it. The signing
+// secret is only in the answer to the PUT that made it (the first, or a
+// rotation); otherwise its last 4 characters tell which one is in use.
 type budgetWebhookJSON struct {
-	store.BudgetWebhook
-	Deliveries []store.BudgetDelivery `json:"deliveries"`
+	URL         string                 `json:"url"`
+	Secret      string                 `json:"secret,omitempty"`
+	SecretSet   bool                   `json:"secret_set"`
+	SecretLast4 string                 `json:"secret_last4"`
+	CreatedAt   time.Time              `json:"created_at"`
+	UpdatedAt   time.Time              `json:"updated_at"`
+	Deliveries  []store.BudgetDelivery `json:"deliveries"`
 }
 
 // maxWebhookURL bounds a webhook URL's length.
@@ -88,7 +107,8 @@ func checkWebhookURL(v *validator, raw string) {
 }
 
 // putBudgetWebhook sets the URL; the first time, or with rotate_secret,
-// it makes a new signing secret. It answers the webhook with its secret.
+// it makes a new signing secret. It answers the webhook, with its secret
+// when this PUT made it.
 func (a *api) putBudgetWebhook(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
 		URL          string `json:"url"`
@@ -103,17 +123,21 @@ func (a *api) putBudgetWebhook(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	accountID := principalFrom(r.Context()).AccountID
-	if _, err := a.store.SetBudgetWebhook(r.Context(), accountID, req.URL, newWebhookSecret(), req.RotateSecret); err != nil {
+	secret := newWebhookSecret()
+	h, err := a.store.SetBudgetWebhook(r.Context(), accountID, req.URL, secret, req.RotateSecret)
+	if err != nil {
 		return err
 	}
-	return a.writeBudgetWebhook(w, r, accountID)
+	return a.writeBudgetWebhook(w, r, accountID, h.Secret == secret)
 }
 
 func (a *api) getBudgetWebhook(w http.ResponseWriter, r *http.Request) error {
-	return a.writeBudgetWebhook(w, r, principalFrom(r.Context()).AccountID)
+	return a.writeBudgetWebhook(w, r, principalFrom(r.Context()).AccountID, false)
 }
 
-func (a *api) writeBudgetWebhook(w http.ResponseWriter, r *http.Request, accountID string) error {
+// writeBudgetWebhook answers accountID's webhook, its secret only when
+// withSecret.
+func (a *api) writeBudgetWebhook(w http.ResponseWriter, r *http.Request, accountID string, withSecret bool) error {
 	h, ds, err := a.store.GetBudgetWebhook(r.Context(), accountID)
 	if err != nil {
 		return err
@@ -121,7 +145,12 @@ func (a *api) writeBudgetWebhook(w http.ResponseWriter, r *http.Request, account
 	if ds == nil {
 		ds = []store.BudgetDelivery{}
 	}
-	return writeJSON(w, http.StatusOK, budgetWebhookJSON{BudgetWebhook: h, Deliveries: ds})
+	out := budgetWebhookJSON{URL: h.URL, SecretSet: h.Secret != "", SecretLast4: h.Secret[max(len(h.Secret)-4, 0):],
+		CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt, Deliveries: ds}
+	if withSecret {
+		out.Secret = h.Secret
+	}
+	return writeJSON(w, http.StatusOK, out)
 }
 
 func (a *api) deleteBudgetWebhook(w http.ResponseWriter, r *http.Request) error {

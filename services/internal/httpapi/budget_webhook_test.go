@@ -4,13 +4,16 @@ import (
 	"context"
 	"net/http"
 	"regexp"
+	"strings"
 	"testing"
 )
 
 type budgetWebhookOut struct {
-	URL        string `json:"url"`
-	Secret     string `json:"secret"`
-	Deliveries []struct {
+	URL         string  `json:"url"`
+	Secret      *string `json:"secret"` // only in the PUT that made it
+	SecretSet   bool    `json:"secret_set"`
+	SecretLast4 string  `json:"secret_last4"`
+	Deliveries  []struct {
 		EventID  string `json:"event_id"`
 		Percent  int    `json:"percent"`
 		State    string `json:"state"`
@@ -21,8 +24,10 @@ type budgetWebhookOut struct {
 // A budget webhook is per account: 404 until set; PUT refuses a URL that
 // is not an absolute http(s) URL with a host (422 naming url); the first
 // PUT makes a signing secret, later ones keep it unless rotate_secret;
-// GET shows it with the latest deliveries; DELETE removes it and its
-// pending deliveries; another account sees none of it.
+// the secret is in the answer of the PUT that made it (first or rotation)
+// and nowhere else: later PUTs and GET show only that one is set and its
+// last 4 characters; GET shows the latest deliveries; DELETE removes it
+// and its pending deliveries; another account sees none of it.
 func TestBudgetWebhook(t *testing.T) {
 	e := newEnv(t)
 	u := e.signup("hook@example.com")
@@ -45,16 +50,24 @@ func TestBudgetWebhook(t *testing.T) {
 		return h
 	}
 	first := put(map[string]any{"url": "https://hooks.example.com/berth"})
-	if !regexp.MustCompile(`^whsec_[0-9a-f]{64}$`).MatchString(first.Secret) || first.URL != "https://hooks.example.com/berth" || first.Deliveries == nil {
+	if first.Secret == nil || !regexp.MustCompile(`^whsec_[0-9a-f]{64}$`).MatchString(*first.Secret) ||
+		first.URL != "https://hooks.example.com/berth" || first.Deliveries == nil ||
+		!first.SecretSet || first.SecretLast4 != (*first.Secret)[len(*first.Secret)-4:] {
 		t.Fatalf("first PUT: %+v", first)
 	}
 	moved := put(map[string]any{"url": "https://hooks.example.com/v2"})
-	if moved.Secret != first.Secret || moved.URL != "https://hooks.example.com/v2" {
-		t.Fatalf("URL change: %+v, want the secret kept", moved)
+	if moved.Secret != nil || !moved.SecretSet || moved.SecretLast4 != first.SecretLast4 || moved.URL != "https://hooks.example.com/v2" {
+		t.Fatalf("URL change: %+v, want the secret kept and not shown", moved)
 	}
 	rotated := put(map[string]any{"url": "https://hooks.example.com/v2", "rotate_secret": true})
-	if rotated.Secret == first.Secret || len(rotated.Secret) != len(first.Secret) {
-		t.Fatalf("rotation kept the secret: %+v", rotated)
+	if rotated.Secret == nil || *rotated.Secret == *first.Secret || len(*rotated.Secret) != len(*first.Secret) ||
+		rotated.SecretLast4 != (*rotated.Secret)[len(*rotated.Secret)-4:] {
+		t.Fatalf("rotation: %+v, want a new secret shown", rotated)
+	}
+	var stored string
+	if err := e.pool.QueryRow(context.Background(), `SELECT secret FROM budget_webhooks WHERE url = 'https://hooks.example.com/v2'`).
+		Scan(&stored); err != nil || stored != *rotated.Secret {
+		t.Fatalf("stored secret %q, %v; want the rotated one", stored, err)
 	}
 
 	ctx := context.Background()
@@ -70,9 +83,13 @@ func TestBudgetWebhook(t *testing.T) {
 	}
 	r := e.do(t, "GET", path, u.key, nil)
 	want(t, r, http.StatusOK)
+	if body := string(r.body); strings.Contains(body, *rotated.Secret) || strings.Contains(body, `"secret":`) {
+		t.Fatalf("GET shows the secret: %s", body)
+	}
 	var got budgetWebhookOut
 	r.json(t, &got)
-	if got.Secret != rotated.Secret || len(got.Deliveries) != 1 || got.Deliveries[0].EventID != "evt_1" || got.Deliveries[0].Attempts != 2 {
+	if !got.SecretSet || got.SecretLast4 != rotated.SecretLast4 || len(got.Deliveries) != 1 || got.Deliveries[0].EventID != "evt_1" ||
+		got.Deliveries[0].Attempts != 2 {
 		t.Fatalf("GET: %+v", got)
 	}
 	want(t, e.do(t, "GET", path, other.key, nil), http.StatusNotFound)

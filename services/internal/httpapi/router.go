@@ -163,6 +163,7 @@ func NewRouter(o Options) (chi.Router, error) {
 			r.Post("/billing/checkout-session", handler(a.checkoutSession))
 			r.Get("/billing/budget", handler(a.getBudget))
 			r.Put("/billing/budget", handler(a.putBudget))
+			r.Delete("/billing/budget", handler(a.deleteBudget))
 			r.Get("/billing/budget/webhook", handler(a.getBudgetWebhook))
 			r.Put("/billing/budget/webhook", handler(a.putBudgetWebhook))
 			r.Delete("/billing/budget/webhook", handler(a.deleteBudgetWebhook))

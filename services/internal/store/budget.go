@@ -50,11 +50,23 @@ func (s *Store) GetBudget(ctx context.Context, accountID string) (Budget, []Budg
 	return b, ns, classify("budget notices", err)
 }
 
+// DeleteBudget removes accountID's budget (ErrNotFound: none). Its notices
+// stay: quotas a cap lowered stay where they are, and a budget set again in
+// the same month does not notify twice for a threshold already noticed.
+func (s *Store) DeleteBudget(ctx context.Context, accountID string) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM budgets WHERE account_id = $1`, accountID)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = ErrNotFound
+	}
+	return classify("delete budget", err)
+}
+
 // BudgetWebhook is where an account's budget notices are POSTed, signed
-// with Secret (docs/billing.md, "Budget webhooks").
+// with Secret (docs/billing.md, "Budget webhooks"). Secret is never
+// marshalled: the API shows it once, in the answer that made it.
 type BudgetWebhook struct {
 	URL       string    `json:"url"`
-	Secret    string    `json:"secret"`
+	Secret    string    `json:"-"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 }

@@ -1,20 +1,15 @@
-import { ApiError, api, must, type Schemas } from '../api/client';
+import { api, must, type Schemas } from '../api/client';
 import { useAction, useQuery } from '../hooks/useQuery';
+import { money } from '../lib/money';
 import { quotaFields } from '../lib/quotas';
 import { tenantPath } from '../lib/router';
 import { useTenant } from '../session';
 import { ProblemView } from '../ui/problem';
 import { Loaded } from '../ui/states';
 import { Table } from '../ui/table';
+import { BudgetEditor } from './budget';
 import { BudgetNotifications } from './budgetwebhook';
-
-/** Integer cents as money: never through floating point arithmetic. */
-function money(cents: number, currency = 'usd'): string {
-  const sign = cents < 0 ? '−' : '';
-  const abs = Math.abs(cents);
-  const whole = Math.floor(abs / 100).toLocaleString('en-US');
-  return `${sign}${currency === 'usd' ? '$' : currency.toUpperCase() + ' '}${whole}.${String(abs % 100).padStart(2, '0')}`;
-}
+import { InvoiceTable } from './invoicetable';
 
 const paymentStates: Record<string, string> = {
   ok: 'in good standing',
@@ -37,15 +32,8 @@ export function Billing() {
   const checkout = new URLSearchParams(location.search).get('checkout');
   const account = useQuery(async () => must(api.GET('/v1/account')), [], checkout === 'saved' ? 5_000 : 0);
   const invoices = useQuery(async () => must(api.GET('/v1/invoices', { params: { query: { limit: 24 } } })), [], 60_000);
-  const budget = useQuery(async () => {
-    try {
-      return await must(api.GET('/v1/billing/budget'));
-    } catch (e) {
-      if (e instanceof ApiError && e.status === 404) return null;
-      throw e;
-    }
-  }, []);
   const quotas = useQuery(async () => must(api.GET('/v1/tenants/{tid}/quotas', { params: { path: { tid } } })), [tid]);
+  const draft = (invoices.data?.items as Schemas['Invoice'][] | undefined)?.find((i) => i.status === 'draft' && i.kind === 'invoice');
   return (
     <section>
       <h1 tabIndex={-1}>Billing</h1>
@@ -73,7 +61,6 @@ export function Billing() {
       <Loaded q={invoices} what="Loading the invoices">
         {(l) => {
           const items = l.items as Schemas['Invoice'][];
-          const draft = items.find((i) => i.status === 'draft' && i.kind === 'invoice');
           return (
             <>
               <p data-testid="estimate">
@@ -86,46 +73,12 @@ export function Billing() {
                   'No estimate yet for this month: the billing worker drafts it within minutes of the first usage.'
                 )}
               </p>
-              {items.length ? (
-                <Table columns={['Month', 'Invoice', 'Status', { label: 'Total', num: true }, 'Printable']}>
-                  {items.map((i) => (
-                    <tr key={i.id}>
-                      <td>{i.month}</td>
-                      <td>{i.number ? `#${i.number}` : '—'}</td>
-                      <td>{i.status === 'draft' ? 'estimate' : 'issued'}</td>
-                      <td class="num">{money(i.total_cents, i.currency)}</td>
-                      <td>
-                        <a href={`/v1/invoices/${encodeURIComponent(i.id)}.html`} target="_blank" rel="noopener">
-                          Open {i.month}
-                        </a>{' '}
-                        ·{' '}
-                        <a href={`/v1/invoices/${encodeURIComponent(i.id)}.pdf`} target="_blank" rel="noopener" aria-label={`PDF of ${i.month}`}>
-                          PDF
-                        </a>
-                      </td>
-                    </tr>
-                  ))}
-                </Table>
-              ) : null}
+              {items.length ? <InvoiceTable items={items} /> : null}
             </>
           );
         }}
       </Loaded>
-      <h2>Budget</h2>
-      <Loaded q={budget} what="Loading the budget">
-        {(b) =>
-          b ? (
-            <p data-testid="budget">
-              Monthly budget {money(b.monthly_cents)}; at 100 % Berth {b.action === 'cap' ? "caps the tenants' quotas to the free plan's bounds" : 'notifies'}.
-              {b.notices.length ? ` Latest: ${b.notices[0].percent} % reached in ${b.notices[0].month.slice(0, 7)}.` : ''}
-            </p>
-          ) : (
-            <p class="muted small" data-testid="budget">
-              No budget set (PUT /v1/billing/budget).
-            </p>
-          )
-        }
-      </Loaded>
+      <BudgetEditor draft={draft} />
       <BudgetNotifications />
       <Loaded q={quotas} what="Loading the plan">
         {(q) => {

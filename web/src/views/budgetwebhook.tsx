@@ -37,7 +37,8 @@ export function BudgetNotifications() {
   const put = useAction(async (to: string, rotate: boolean) => {
     const had = !!current;
     const h = await must(api.PUT('/v1/billing/budget/webhook', { body: { url: to, ...(rotate ? { rotate_secret: true } : {}) } }));
-    setSecret(had && !rotate ? null : h.secret);
+    // The API answers the secret only to the PUT that made it (the first, or a rotation).
+    setSecret(h.secret ?? null);
     setSaved(rotate ? 'A new signing secret: the old one no longer verifies.' : had ? 'URL replaced; the signing secret is unchanged.' : 'Webhook set.');
     hook.reload();
   });
@@ -134,7 +135,7 @@ export function BudgetNotifications() {
                 {saved}
               </p>
             ) : null}
-            {secret ? <SecretNotice secret={secret} onDone={() => setSecret(null)} /> : current ? <p class="muted small">The signing secret was shown when it was made; rotate it to get a new one.</p> : null}
+            {secret ? <SecretNotice secret={secret} onDone={() => setSecret(null)} /> : current ? <p class="muted small">The signing secret (ending in <code>{current.secret_last4}</code>) was shown when it was made; rotate it to get a new one.</p> : null}
             {current ? (
               <>
                 <p class="small">
