@@ -166,22 +166,31 @@ type VerifierOptions struct {
 	MaxSkew       time.Duration    // how far in the future issued-at may be; 2 s
 	NonceCapacity int              // nonces remembered at most; 1<<20
 	Now           func() time.Time // clock; time.Now
+	// Previous is a second secret also accepted, during a rotation of the
+	// shared secret (docs/operations.md): headers signed with either the
+	// current or the previous secret verify. Empty accepts only the current.
+	Previous []byte
 }
 
 // Verifier checks signed headers and refuses replays. It is safe for
 // concurrent use; one Verifier (one nonce cache) serves a whole node.
 type Verifier struct {
 	mac    *macPool
+	prev   *macPool // nil without VerifierOptions.Previous
 	window time.Duration
 	skew   time.Duration
 	now    func() time.Time
 	nonces *nonceCache
 }
 
-// NewVerifier returns a Verifier keyed by secret.
+// NewVerifier returns a Verifier keyed by secret (and opt.Previous).
 func NewVerifier(secret []byte, opt VerifierOptions) (*Verifier, error) {
-	if len(secret) < MinSecretLen {
+	if len(secret) < MinSecretLen || (len(opt.Previous) > 0 && len(opt.Previous) < MinSecretLen) {
 		return nil, ErrSecret
+	}
+	var prev *macPool
+	if len(opt.Previous) > 0 {
+		prev = newMACPool(opt.Previous)
 	}
 	if opt.Window <= 0 {
 		opt.Window = DefaultWindow
@@ -197,6 +206,7 @@ func NewVerifier(secret []byte, opt VerifierOptions) (*Verifier, error) {
 	}
 	return &Verifier{
 		mac:    newMACPool(secret),
+		prev:   prev,
 		window: opt.Window,
 		skew:   opt.MaxSkew,
 		now:    opt.Now,
@@ -223,7 +233,8 @@ func (v *Verifier) Verify(raw []byte, h *Header, info *Info) error {
 	}
 	sigOff := len(raw) - SignatureLen // the signature is last, so its value ends the header
 	var want [SignatureLen]byte
-	if !hmac.Equal(v.mac.sum(want[:0], raw, sigOff), last.Value) {
+	if !hmac.Equal(v.mac.sum(want[:0], raw, sigOff), last.Value) &&
+		(v.prev == nil || !hmac.Equal(v.prev.sum(want[:0], raw, sigOff), last.Value)) {
 		return ErrBadSignature
 	}
 	var seen [6]bool

@@ -63,4 +63,10 @@
 // still inside their window, new headers are refused (fail closed) rather
 // than forgetting a nonce that could then be replayed. Only headers with a
 // valid HMAC reach the cache, so only a holder of the secret can fill it.
+//
+// # Rotation
+//
+// A Verifier may hold a previous secret beside the current one
+// (VerifierOptions.Previous) and accepts headers signed with either, so the
+// shared secret rotates without refusing a connection (docs/operations.md).
 package proxyproto

@@ -61,6 +61,11 @@ type Config struct {
 	Zone           string
 	Replicas       int
 
+	// ProxySecretPrevious and NodeTokenPrevious are accepted beside the
+	// current values while those are rotated (docs/operations.md).
+	ProxySecretPrevious string
+	NodeTokenPrevious   string
+
 	ShowVersion bool // -version: print the version and revision, and exit
 }
 
@@ -102,7 +107,7 @@ func envRule() flagenv.Rule {
 			"otlp-endpoint": {"BERTH_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"},
 		},
 		Skip:   []string{"version"},
-		Secret: []string{"password", "proxy-secret", "node-token", "peer-secret"},
+		Secret: []string{"password", "proxy-secret", "proxy-secret-previous", "node-token", "node-token-previous", "peer-secret"},
 	}
 }
 
@@ -156,6 +161,8 @@ Flags:
 	fs.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "node: Postgres URL (also DATABASE_URL)")
 	fs.StringVar(&cfg.ProxySecret, "proxy-secret", cfg.ProxySecret, "node: HMAC secret shared with the gateways (prefer BERTH_PROXY_SECRET)")
 	fs.StringVar(&cfg.NodeToken, "node-token", cfg.NodeToken, "node: bearer token of the admin API (prefer BERTH_NODE_TOKEN)")
+	fs.StringVar(&cfg.ProxySecretPrevious, "proxy-secret-previous", cfg.ProxySecretPrevious, "node: during a rotation, the previous proxy secret, also accepted (prefer BERTH_PROXY_SECRET_PREVIOUS)")
+	fs.StringVar(&cfg.NodeTokenPrevious, "node-token-previous", cfg.NodeTokenPrevious, "node: during a rotation, the previous admin token, also accepted (prefer BERTH_NODE_TOKEN_PREVIOUS)")
 	fs.IntVar(&cfg.Capacity, "capacity", cfg.Capacity, "node: tenants this node is sized for (placement)")
 	fs.DurationVar(&cfg.UsageInterval, "usage-interval", cfg.UsageInterval, "node: how often usage is flushed to Postgres")
 	fs.StringVar(&cfg.JWKSURL, "jwks-url", cfg.JWKSURL, "node: the API's JWKS URL (/v1/.well-known/jwks.json); enables MQTT 5 re-authentication (AUTH, method berth-jwt)")

@@ -1,7 +1,8 @@
 // Command broker runs a standalone single-tenant MQTT broker: one tenant
 // shard behind a TCP listener and, optionally, a WebSocket listener; with
 // -node-id, a Berth node. `broker drain` asks a running node to hand its
-// tenants' leadership to other nodes (drain.go).
+// tenants' leadership to other nodes (drain.go); `broker backup` and
+// `broker restore` copy a node's data directory (backup.go).
 //
 //	broker -listen 127.0.0.1:1883 -allow-anonymous -ws-listen 127.0.0.1:8083
 //	BERTH_NODE_TOKEN=… broker drain -admin 127.0.0.1:7880 -timeout 50s
@@ -35,6 +36,10 @@ func main() {
 		code := runDrain(ctx, os.Args[2:], os.Getenv, os.Stdout, os.Stderr)
 		stop()
 		os.Exit(code)
+	}
+	if len(os.Args) > 1 && (os.Args[1] == "backup" || os.Args[1] == "restore") { // backup.go
+		stop()
+		os.Exit(runBackup(os.Args[1] == "restore", os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
 	}
 	if err := run(ctx, os.Args[1:], os.Getenv, nil); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

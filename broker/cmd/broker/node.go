@@ -52,6 +52,9 @@ func (c Config) nodeConfig(log *slog.Logger) node.Config {
 		Zone:           zone,
 		Replicas:       c.Replicas,
 		Logger:         log,
+
+		ProxySecretPrevious: []byte(c.ProxySecretPrevious),
+		NodeTokenPrevious:   c.NodeTokenPrevious,
 	}
 }
 

@@ -173,10 +173,14 @@ func (n *Node) adminHandler() http.Handler {
 
 func (n *Node) requireToken(next http.Handler) http.Handler {
 	want := []byte("Bearer " + n.cfg.NodeToken)
+	var prev []byte // the previous token, accepted during a rotation
+	if n.cfg.NodeTokenPrevious != "" {
+		prev = []byte("Bearer " + n.cfg.NodeTokenPrevious)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" { // probes: no token, no tenant data
 			got := []byte(r.Header.Get("Authorization"))
-			if subtle.ConstantTimeCompare(got, want) != 1 {
+			if subtle.ConstantTimeCompare(got, want) != 1 && (prev == nil || subtle.ConstantTimeCompare(got, prev) != 1) {
 				writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong node token"})
 				return
 			}

@@ -50,7 +50,12 @@ type Config struct {
 	DatabaseURL    string
 	ProxySecret    []byte // HMAC key shared with the gateways
 	NodeToken      string // bearer token of the admin API
-	Capacity       int    // tenants this node is sized for; default 1000
+	// ProxySecretPrevious and NodeTokenPrevious are also accepted while
+	// either is rotated (docs/operations.md); empty accepts only the current.
+	ProxySecretPrevious []byte
+	NodeTokenPrevious   string
+
+	Capacity int // tenants this node is sized for; default 1000
 
 	// DataDir holds one write-ahead-log store per tenant (a directory named
 	// by a hash of its id); empty keeps tenants' state in memory only.
@@ -163,6 +168,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: the proxy secret must be at least 16 bytes", ErrConfig)
 	case len(c.NodeToken) < 16:
 		return fmt.Errorf("%w: the node token must be at least 16 bytes", ErrConfig)
+	case len(c.ProxySecretPrevious) > 0 && len(c.ProxySecretPrevious) < 16:
+		return fmt.Errorf("%w: the previous proxy secret must be at least 16 bytes", ErrConfig)
+	case c.NodeTokenPrevious != "" && len(c.NodeTokenPrevious) < 16:
+		return fmt.Errorf("%w: the previous node token must be at least 16 bytes", ErrConfig)
 	case c.JWKSURL != "":
 		if u, err := url.Parse(c.JWKSURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("%w: the JWKS URL must be an http(s) URL", ErrConfig)

@@ -83,7 +83,7 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	v, err := proxyproto.NewVerifier(cfg.ProxySecret, proxyproto.VerifierOptions{})
+	v, err := proxyproto.NewVerifier(cfg.ProxySecret, proxyproto.VerifierOptions{Previous: cfg.ProxySecretPrevious})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}

@@ -20,10 +20,10 @@ func TestRenderStrict(t *testing.T) {
 			t.Logf("%s: %d objects: %v", rc.name, len(objs), n)
 			want := map[string]int{
 				"StatefulSet": 1, "Deployment": 3, "Job": 1, "PodDisruptionBudget": 3,
-				"NetworkPolicy": 4, "HorizontalPodAutoscaler": 1, "Service": 4, "ServiceMonitor": 0,
+				"NetworkPolicy": 4, "HorizontalPodAutoscaler": 1, "Service": 4, "ServiceMonitor": 0, "PrometheusRule": 0,
 			}
 			if rc.name == "prod-monitoring" {
-				want["ServiceMonitor"] = 3
+				want["ServiceMonitor"], want["PrometheusRule"] = 3, 1
 			}
 			if rc.bundled {
 				want["StatefulSet"], want["Deployment"], want["NetworkPolicy"], want["Service"] = 2, 4, 6, 6
