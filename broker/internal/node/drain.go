@@ -15,10 +15,18 @@ import (
 // /admin/drain or a restart. A tenant handed over stops being served here
 // the moment its group has another leader: its clients get DISCONNECT 0x9C
 // (use another server; 3.1.1 clients are closed) and reconnect through the
-// gateway, which routes them to the new leader. The node stays a voter of
-// every group (replicas are not moved off it: membership changes are not
-// done), so a drained node can be stopped without any tenant losing its
-// quorum, one node at a time.
+// gateway, which routes them to the new leader.
+//
+// The node also announces that it drains (replica.Host.SetDraining): the
+// leader of every group it is a voter of, on another node, replaces its
+// replica by one on the next node by rank that does not drain (learner,
+// then promoted with the drained voter removed in one joint change;
+// membership.go, at most maxMoves in flight per leader). A group with no
+// such node (every node holds one of its replicas already) keeps its
+// replica here ("kept"): the drained node can then be stopped without any
+// tenant losing its quorum, one node at a time. DELETE /admin/drain ends
+// the drain: no move starts any more, a learner not yet promoted is
+// removed, moves done stay done.
 
 const (
 	drainPerSecond      = 100 // leadership transfers started per second at most
@@ -35,7 +43,13 @@ type drainReport struct {
 	Drained   bool     `json:"drained"`
 	Moved     int      `json:"moved"`     // groups led here when the drain began and not any more
 	Remaining []string `json:"remaining"` // tenant ids still led here at the deadline
-	TookMS    int64    `json:"took_ms"`
+	// Replicas moved: groups this node voted in when the drain began and
+	// not any more. Voting: groups it still votes in that another node
+	// can take (none when drained); Kept: those no node can take.
+	ReplicasMoved int   `json:"replicas_moved"`
+	Voting        int   `json:"voting"`
+	Kept          int   `json:"kept"`
+	TookMS        int64 `json:"took_ms"`
 }
 
 // handOff asks rg's group to transfer its leadership to a live voter other
@@ -46,7 +60,7 @@ func (r *replicas) handOff(rg *replGroup, now time.Time) bool {
 		return false
 	}
 	var live []uint64
-	for _, v := range r.voters(rg.id) {
+	for _, v := range rg.g.Members().Voters {
 		if v != r.self && r.host.Alive(v) {
 			live = append(live, v)
 		}
@@ -77,34 +91,87 @@ func (r *replicas) ledHere() []string {
 	return out
 }
 
-// drain sets the node draining and waits until it leads no group, or ctx.
-func (r *replicas) drain(ctx context.Context) drainReport {
+// votingHere lists the tenants whose group has this node as a voter:
+// movable, those a node that does not drain and holds no replica of it
+// could take; kept, the others.
+func (r *replicas) votingHere() (movable, kept []string) {
+	r.mu.Lock()
+	list := make([]*replGroup, 0, len(r.groups))
+	for _, rg := range r.groups {
+		list = append(list, rg)
+	}
+	r.mu.Unlock()
+	for _, rg := range list {
+		voters := rg.g.Members().Voters
+		if !slices.Contains(voters, r.self) {
+			continue
+		}
+		spare := false
+		for _, m := range r.wanted(rg.id) {
+			if id, ok := r.raftOf(m); !ok || !slices.Contains(voters, id) {
+				spare = true
+			}
+		}
+		if spare {
+			movable = append(movable, rg.id)
+		} else {
+			kept = append(kept, rg.id)
+		}
+	}
+	slices.Sort(movable)
+	slices.Sort(kept)
+	return movable, kept
+}
+
+// drain sets the node draining and waits until it leads no group and,
+// when moveReplicas, votes in none that another node can take, or ctx.
+func (r *replicas) drain(ctx context.Context, moveReplicas bool) drainReport {
 	start := time.Now()
 	before := r.ledHere()
+	votedBefore, keptBefore := r.votingHere()
+	votedBefore = append(votedBefore, keptBefore...)
 	r.draining.Store(true)
-	r.n.log.Info("drain: started", "led", len(before))
+	r.movingOff.Store(moveReplicas) // the last call says
+	r.host.SetDraining(moveReplicas)
+	r.n.log.Info("drain: started", "led", len(before), "voting", len(votedBefore))
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
 	rep := drainReport{NodeID: r.n.cfg.ID}
-wait:
-	for rep.Remaining = r.ledHere(); len(rep.Remaining) > 0; rep.Remaining = r.ledHere() {
+	var voting, kept []string
+	for {
+		rep.Remaining = r.ledHere()
+		voting, kept = r.votingHere()
+		if !moveReplicas {
+			voting, kept = nil, append(voting, kept...)
+		}
+		if len(rep.Remaining) == 0 && len(voting) == 0 {
+			break
+		}
 		select {
 		case <-ctx.Done():
-			break wait
 		case <-tick.C:
+			continue
 		}
+		break
 	}
 	for _, id := range before {
 		if !slices.Contains(rep.Remaining, id) {
 			rep.Moved++
 		}
 	}
+	for _, id := range votedBefore {
+		if !slices.Contains(voting, id) && !slices.Contains(kept, id) {
+			rep.ReplicasMoved++
+		}
+	}
+	rep.Voting, rep.Kept = len(voting), len(kept)
 	if rep.Remaining == nil {
 		rep.Remaining = []string{}
 	}
-	rep.Drained = len(rep.Remaining) == 0
+	rep.Drained = len(rep.Remaining) == 0 && len(voting) == 0
 	rep.TookMS = time.Since(start).Milliseconds()
-	r.n.log.Info("drain: done", "moved", rep.Moved, "remaining", len(rep.Remaining), "took", time.Since(start).Round(time.Millisecond))
+	r.n.log.Info("drain: done", "moved", rep.Moved, "remaining", len(rep.Remaining), "replicas_moved", rep.ReplicasMoved,
+		"voting", rep.Voting, "kept", rep.Kept, "took", time.Since(start).Round(time.Millisecond))
 	return rep
 }
 
@@ -132,7 +199,9 @@ func (n *Node) noReplication(w http.ResponseWriter, repl *replicas) bool {
 	return true
 }
 
-// handleDrain serves POST /admin/drain[?timeout=60s].
+// handleDrain serves POST /admin/drain[?timeout=60s][&replicas=keep]:
+// with replicas=keep only the leaderships move (a restart, the preStop
+// hook: the node comes back with its disk).
 func (n *Node) handleDrain(w http.ResponseWriter, r *http.Request) {
 	repl := n.replication()
 	if n.noReplication(w, repl) {
@@ -147,9 +216,18 @@ func (n *Node) handleDrain(w http.ResponseWriter, r *http.Request) {
 		}
 		timeout = d
 	}
+	moveReplicas := true
+	switch r.URL.Query().Get("replicas") {
+	case "", "move":
+	case "keep": // a restart: the node comes back with its disk, its replicas stay
+		moveReplicas = false
+	default:
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "replicas: move (the default) or keep"})
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	rep := repl.drain(ctx)
+	rep := repl.drain(ctx, moveReplicas)
 	status := http.StatusOK
 	if !rep.Drained {
 		status = http.StatusServiceUnavailable
@@ -166,6 +244,8 @@ func (n *Node) handleUndrain(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	repl.draining.Store(false)
+	repl.movingOff.Store(false)
+	repl.host.SetDraining(false)
 	n.log.Info("drain: ended")
 	writeJSON(w, http.StatusOK, map[string]any{"node_id": n.cfg.ID, "draining": false})
 }

@@ -34,9 +34,14 @@ func (n *testNode) mqtt5Watched(t *testing.T, c cred, clientID string, disc chan
 	return cl
 }
 
-// postDrain calls POST /admin/drain on n with the node token.
-func postDrain(n *testNode, token string) (int, drainReport, error) {
-	req, _ := http.NewRequest("POST", "http://"+n.AdminAddr().String()+"/admin/drain?timeout=30s", nil)
+// postDrain calls POST /admin/drain on n with the node token; query is
+// added to the URL's.
+func postDrain(n *testNode, token string, query ...string) (int, drainReport, error) {
+	q := "?timeout=30s"
+	for _, x := range query {
+		q += "&" + x
+	}
+	req, _ := http.NewRequest("POST", "http://"+n.AdminAddr().String()+"/admin/drain"+q, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -31,6 +31,7 @@ func TestDrainDuringStart(t *testing.T) {
 	t.Cleanup(pool.Close)
 	for i := range 8 { // groups to open: a longer start
 		seedTenant(t, pool, fmt.Sprintf("ten_ds%d", i))
+		setPlan(t, pool, fmt.Sprintf("ten_ds%d", i), "pro") // two voters: one node is down, no group has a leader
 	}
 	ports := freePorts(t, 3)
 	n, err := New(Config{

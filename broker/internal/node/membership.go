@@ -16,13 +16,21 @@ import (
 // memberEvery is how often memberLoop looks at the groups led here.
 const memberEvery = 250 * time.Millisecond
 
+// maxMoves is how many membership changes (a learner added and not yet
+// promoted, or a joint configuration not yet left) the groups led by one
+// node have in flight at most: a drain moves replicas at a bounded rate.
+const maxMoves = 4
+
 // memberLoop keeps the configuration of every group this node leads in
-// line with the raft ids its replicas announce: a replica that came back
-// under a new raft id (it lost its disk, identity.go) replaces its former
-// id, as a learner first, then promoted in one joint change that removes
-// the former id (replica.Group.Replace). Each step is derived from the
-// configuration and the peers' ids when it is taken, so a step lost with
-// a leader is taken again by the next one; no operator edits anything.
+// line with the replicas the group should have (wanted): a replica that
+// came back under a new raft id (it lost its disk, identity.go) replaces
+// its former id; a replica on a draining node is replaced by the next
+// node by rank not draining (drain.go); a group whose plan asks for more
+// voters grows. Each move is a learner first, then promoted in one joint
+// change that removes the voter it replaces (replica.Group.Replace). Each
+// step is derived from the configuration and the peers' ids and flags
+// when it is taken, so a step lost with a leader is taken again by the
+// next one; no operator edits anything.
 func (r *replicas) memberLoop() {
 	tick := time.NewTicker(memberEvery)
 	defer tick.Stop()
@@ -41,29 +49,47 @@ func (r *replicas) memberLoop() {
 			}
 		}
 		r.mu.Unlock()
-		version := r.host.IdentityChanges()
+		slices.SortFunc(list, func(a, b *replGroup) int { return strings.Compare(a.id, b.id) })
+		moving := 0
+		for _, rg := range list {
+			if m := rg.g.Members(); m.Joint || len(m.Learners) > 0 {
+				moving++
+			}
+		}
 		for _, rg := range list {
 			if r.n.ctx.Err() != nil {
 				return
 			}
-			r.reconcile(rg, version)
+			if r.reconcile(rg, moving < maxMoves) {
+				moving++
+			}
 		}
 	}
 }
 
-// reconcile takes the next step for one group led here, if one is due.
-func (r *replicas) reconcile(rg *replGroup, version uint64) {
-	settled := [2]uint64{version, rg.g.Term()}
+// reconcile takes the next step for one group led here, if one is due; a
+// new move (a learner added) only when start. It reports whether it
+// started one.
+func (r *replicas) reconcile(rg *replGroup, start bool) bool {
+	settled := r.settleKey(rg)
 	if rg.settled == settled {
-		return
+		return false
 	}
 	old, nw, next := r.replacement(rg)
 	switch next {
-	case settle: // nothing to do until a peer's raft id or the term changes
+	case settle: // nothing to do until a peer's raft id, a flag, a plan or the term changes
 		rg.settled = settled
-		return
+		return false
 	case retry:
-		return
+		return false
+	case remove:
+		r.remove(rg, old)
+		return false
+	}
+	cur := rg.g.Members()
+	starting := !slices.Contains(cur.Learners, nw) && !slices.Contains(cur.Voters, nw)
+	if starting && !start {
+		return false // maxMoves in flight: at a later tick
 	}
 	ctx, cancel := context.WithTimeout(r.n.ctx, 2*time.Second)
 	defer cancel()
@@ -75,44 +101,83 @@ func (r *replicas) reconcile(rg *replGroup, version uint64) {
 	case done:
 		r.n.log.Info("replication: replica replaced", "tenant_id", rg.id, "old", old, "new", nw, "voters", rg.g.Members().Voters)
 	}
+	return starting && err == nil
+}
+
+// remove removes a learner whose move was abandoned, or a draining
+// node's voter the group no longer needs.
+func (r *replicas) remove(rg *replGroup, id uint64) {
+	ctx, cancel := context.WithTimeout(r.n.ctx, 2*time.Second)
+	defer cancel()
+	done, err := rg.g.Remove(ctx, id)
+	switch {
+	case errors.Is(err, replica.ErrNotLeader), errors.Is(err, replica.ErrClosed), errors.Is(err, context.Canceled):
+	case err != nil:
+		r.n.log.Warn("replication: removing a member", "tenant_id", rg.id, "member", id, "err", err)
+	case done:
+		r.n.log.Info("replication: member removed", "tenant_id", rg.id, "member", id, "voters", rg.g.Members().Voters)
+	}
 }
 
 // What reconcile does next.
 const (
-	settle = iota // nothing, until a peer's raft id or the term changes
+	settle = iota // nothing, until a peer's raft id or flag, a plan or the term changes
 	retry         // nothing now; look again at the next tick
 	act           // Replace(old, nw)
+	remove        // Remove(old): a learner no replica is wanted on, or a draining voter too many
 )
 
 // replacement is the change rg's configuration needs: nw, the raft id of
-// a replica that is not a voter, and old, the voter it replaces (0: none,
-// nw only joins): a voter that is no member's current raft id, the former
-// id of a node that lost its state. Nothing is changed while a member's
-// raft id is not known (a voter's id not heard of is not taken for a
-// former one) nor while nw's node is not alive.
+// a wanted replica that is not a voter, and old, the voter it replaces
+// (0: none, nw only joins): a voter that is no member's current raft id
+// (the former id of a node that lost its state), else a voter on a
+// draining node other than this one. When this node drains and leads, nw
+// joins without replacing anything (the group has a voter too many until
+// the next leader, once the leadership is handed over, removes this
+// node's: a group of one voter can move that way too). Nothing is changed
+// while a member's raft id is not known (a voter's id not heard of is not
+// taken for a former one) nor while nw's node is not alive. A learner on
+// no wanted node (a drain ended before its move was done) is removed.
 func (r *replicas) replacement(rg *replGroup) (old, nw uint64, next int) {
 	cur := rg.g.Members()
 	if cur.Joint {
 		return 0, 0, retry // raft is leaving it
 	}
 	current := make([]uint64, 0, len(r.members))
+	draining := map[uint64]bool{}
 	for _, m := range r.members {
 		id, known := r.raftOf(m)
 		if !known {
 			return 0, 0, settle
 		}
 		current = append(current, id)
+		draining[id] = r.isDraining(m)
 	}
-	for _, m := range rg.members {
+	wanted := r.wanted(rg.id)
+	var want []uint64
+	for _, m := range wanted {
 		id, _ := r.raftOf(m)
-		if !slices.Contains(cur.Voters, id) {
+		want = append(want, id)
+		if nw == 0 && !slices.Contains(cur.Voters, id) {
 			nw = id
-			break
 		}
 	}
+	if nw == 0 || !slices.Contains(cur.Learners, nw) {
+		for _, l := range cur.Learners {
+			if slices.Contains(current, l) && !slices.Contains(want, l) {
+				return l, 0, remove
+			}
+		}
+	}
+	if nw == 0 {
+		for _, v := range cur.Voters {
+			if draining[v] && v != r.self && len(cur.Voters) > len(wanted) {
+				return v, 0, remove
+			}
+		}
+		return 0, 0, settle // every wanted replica votes
+	}
 	switch {
-	case nw == 0:
-		return 0, 0, settle // every replica votes
 	case !r.host.Alive(nw):
 		return 0, 0, retry
 	}
@@ -121,22 +186,35 @@ func (r *replicas) replacement(rg *replGroup) (old, nw uint64, next int) {
 			return v, nw, act
 		}
 	}
-	if len(cur.Voters) >= len(rg.members) {
-		return 0, 0, settle // no former id to replace: not this loop's to grow
+	for _, v := range cur.Voters {
+		if draining[v] && v != r.self { // the leader hands its leadership over first
+			return v, nw, act
+		}
+	}
+	if len(cur.Voters) >= len(wanted) && !(draining[r.self] && slices.Contains(cur.Voters, r.self)) {
+		return 0, 0, settle // nothing to replace, the group is not short of voters
 	}
 	return 0, nw, act
 }
 
-// voters are the raft ids of a tenant's replicas, those known (a peer's
-// is known once it announced it).
-func (r *replicas) voters(tenantID string) []uint64 {
-	var out []uint64
-	for _, m := range r.designated(tenantID) {
-		if id, ok := r.raftOf(m); ok {
-			out = append(out, id)
+// isDraining reports whether m drains (this node's own flag, or the one a
+// peer last announced).
+func (r *replicas) isDraining(m member) bool {
+	if m.id == r.n.cfg.ID {
+		return r.movingOff.Load()
+	}
+	return r.host.PeerDraining(m.peer)
+}
+
+// voterNames are the node ids of rg's voters (placement's replicas).
+func (r *replicas) voterNames(rg *replGroup) []string {
+	voters := rg.g.Members().Voters
+	var out []string
+	for _, m := range r.members {
+		if id, ok := r.raftOf(m); ok && slices.Contains(voters, id) {
+			out = append(out, m.id)
 		}
 	}
-	slices.Sort(out)
 	return out
 }
 
@@ -149,31 +227,48 @@ func (r *replicas) raftOf(m member) (uint64, bool) {
 	return r.host.PeerRaftID(m.peer)
 }
 
-// designated are the nodes holding a tenant's replicas: members ranked by
-// a hash of (tenant, node) (rendezvous hashing: a node joining or leaving
-// moves few tenants), taking one per zone first, so replicas sit in
-// distinct failure domains when there are enough zones; sorted by id.
+// designated are the nodes holding a tenant's replicas at first (its
+// group's first configuration; every replica computes the same, so the
+// drain flags, which peers may see at different times, play no part).
 func (r *replicas) designated(tenantID string) []member {
-	type ranked struct {
+	return r.ranked(tenantID, r.factor(tenantID), nil)
+}
+
+// wanted are the nodes that should hold a tenant's replicas now: as
+// designated, but skipping draining nodes (fewer when too few nodes are
+// left).
+func (r *replicas) wanted(tenantID string) []member {
+	return r.ranked(tenantID, r.factor(tenantID), r.isDraining)
+}
+
+// ranked are size members (but none skip says) ranked by a hash of
+// (tenant, node) (rendezvous hashing: a node joining or leaving moves few
+// tenants), taking one per zone first, so replicas sit in distinct
+// failure domains when there are enough zones; sorted by id.
+func (r *replicas) ranked(tenantID string, size int, skip func(member) bool) []member {
+	type rankedMember struct {
 		m    member
 		rank uint64
 	}
-	rs := make([]ranked, len(r.members))
-	for i, m := range r.members {
+	rs := make([]rankedMember, 0, len(r.members))
+	for _, m := range r.members {
+		if skip != nil && skip(m) {
+			continue
+		}
 		sum := sha256.Sum256([]byte(tenantID + "\x00" + m.id))
-		rs[i] = ranked{m, binary.BigEndian.Uint64(sum[:8])}
+		rs = append(rs, rankedMember{m, binary.BigEndian.Uint64(sum[:8])})
 	}
-	slices.SortFunc(rs, func(a, b ranked) int { return -cmpU64(a.rank, b.rank) })
+	slices.SortFunc(rs, func(a, b rankedMember) int { return -cmpU64(a.rank, b.rank) })
 	var out []member
 	zones := map[string]bool{}
 	for _, x := range rs { // one per zone
-		if len(out) < r.size && !zones[x.m.zone] {
+		if len(out) < size && !zones[x.m.zone] {
 			zones[x.m.zone] = true
 			out = append(out, x.m)
 		}
 	}
 	for _, x := range rs { // then by rank
-		if len(out) < r.size && !slices.Contains(out, x.m) {
+		if len(out) < size && !slices.Contains(out, x.m) {
 			out = append(out, x.m)
 		}
 	}

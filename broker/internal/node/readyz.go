@@ -72,8 +72,12 @@ func (r *replicas) readiness() (groups, behind, notVoting int, maxLag uint64) {
 	for _, rg := range list {
 		p := rg.g.Progress()
 		maxLag = max(maxLag, p.Lag())
+		m := rg.g.Members()
 		switch {
-		case !slices.Contains(rg.g.Members().Voters, r.self):
+		case len(m.Voters) > 0 && !slices.Contains(m.Voters, r.self) && !slices.Contains(m.Learners, r.self):
+			// removed from the group (a drain moved its replica): not
+			// this node's to catch up
+		case !slices.Contains(m.Voters, r.self):
 			notVoting++
 			behind++
 		case !caughtUp(p):

@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"berth.dev/broker/internal/placement"
 	"berth.dev/broker/internal/replica"
 	"berth.dev/broker/internal/store"
@@ -84,8 +82,14 @@ type replicas struct {
 	mu     sync.Mutex
 	groups map[string]*replGroup // by tenant id
 
+	plansMu      sync.Mutex
+	plans        map[string]string // tenant id → plan (factor.go)
+	plansVersion uint64            // plans changed since start
+
 	// draining: hand every leadership over, take none (drain.go).
 	draining atomic.Bool
+	// movingOff: the drain moves this node's replicas too (drain.go).
+	movingOff atomic.Bool
 	// pendingAtStart: new groups openAll left for peers' raft ids at start.
 	pendingAtStart int
 }
@@ -99,11 +103,9 @@ type replGroup struct {
 	// handOffAt is when a drain last asked the group to transfer its
 	// leadership (leadLoop's).
 	handOffAt time.Time
-	// members are the nodes holding its replicas (rendezvous hashing).
-	members []member
-	// settled is the (peers' raft ids version, term) at which memberLoop
-	// last found its configuration complete (membership.go's).
-	settled [2]uint64
+	// settled is the settleKey at which memberLoop last found its
+	// configuration complete (membership.go's).
+	settled [4]uint64
 }
 
 // startReplication brings up the peer transport and the groups of the
@@ -154,13 +156,9 @@ func (n *Node) startReplication(ctx context.Context) error {
 // so that it takes part in elections before any client comes. It reports
 // how many new groups wait for a peer's raft id (errPeersUnknown).
 func (r *replicas) openAll(ctx context.Context) (waiting int, err error) {
-	rows, err := r.n.pool.Query(ctx, `SELECT id FROM tenants`)
+	ids, err := r.loadPlans(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("node: replication: tenants: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return 0, fmt.Errorf("node: replication: tenants: %w", err)
+		return 0, err
 	}
 	for _, id := range ids {
 		switch _, err := r.group(id); {
@@ -189,8 +187,9 @@ func (r *replicas) group(tenantID string) (*replGroup, error) {
 		return rg, nil
 	}
 	members := r.designated(tenantID)
-	if !slices.ContainsFunc(members, func(m member) bool { return m.id == r.n.cfg.ID }) {
-		return nil, errNotVoter
+	self := func(m member) bool { return m.id == r.n.cfg.ID }
+	if !slices.ContainsFunc(members, self) && !slices.ContainsFunc(r.wanted(tenantID), self) {
+		return nil, errNotVoter // neither a first voter nor a drain's replacement
 	}
 	gid := tenantlog.GroupID(tenantID)
 	var voters []uint64 // none: the log here has the configuration, or the leader adds this node
@@ -228,7 +227,7 @@ func (r *replicas) group(tenantID string) (*replGroup, error) {
 	if voters == nil && g.Applied() == 0 {
 		r.n.log.Info("replication: joining an existing group as a new member", "tenant_id", tenantID, "raft_id", r.self)
 	}
-	rg := &replGroup{id: tenantID, g: g, log: log, members: members}
+	rg := &replGroup{id: tenantID, g: g, log: log}
 	r.groups[tenantID] = rg
 	return rg, nil
 }
@@ -258,6 +257,7 @@ func (r *replicas) leadLoop() {
 	if r.pendingAtStart > 0 {
 		refreshed, waiting = time.Time{}, r.pendingAtStart
 	}
+	ids := r.host.IdentityChanges()
 	for {
 		select {
 		case <-r.n.ctx.Done():
@@ -265,8 +265,11 @@ func (r *replicas) leadLoop() {
 		case now := <-tick.C:
 			// Tenants created since: their groups need every voter. New
 			// groups waiting for a peer's raft id: again soon.
-			if d := now.Sub(refreshed); d >= tenantsRefresh || (waiting > 0 && d >= waitingRefresh) {
-				refreshed = now
+			// A peer's raft id or drain changed: groups this node should
+			// now hold a replica of (a drain's replacement) open at once.
+			changed := r.host.IdentityChanges() != ids
+			if d := now.Sub(refreshed); changed || d >= tenantsRefresh || (waiting > 0 && d >= waitingRefresh) {
+				refreshed, ids = now, r.host.IdentityChanges()
 				ctx, cancel := context.WithTimeout(r.n.ctx, 5*time.Second)
 				var err error
 				if waiting, err = r.openAll(ctx); err != nil {
@@ -322,7 +325,7 @@ func (r *replicas) lead(rg *replGroup) {
 	}
 	rg.state.Store(serving)
 	term := rg.g.Term()
-	r.placement.Leading(placement.Placement{TenantID: rg.id, Leader: r.n.cfg.ID, Replicas: names(rg.members), Epoch: term})
+	r.placement.Leading(placement.Placement{TenantID: rg.id, Leader: r.n.cfg.ID, Replicas: r.voterNames(rg), Epoch: term})
 	r.n.log.Info("tenant led here", "tenant_id", rg.id, "term", term)
 }
 

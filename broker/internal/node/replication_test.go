@@ -50,6 +50,13 @@ func freePorts(t *testing.T, n int) []string {
 
 func startCluster(t *testing.T, change ...func(*Config)) *cluster {
 	t.Helper()
+	return startClusterN(t, 3, nil, change...)
+}
+
+// startClusterN is startCluster with n nodes, each in its own zone, and
+// seed run on the database before they start.
+func startClusterN(t *testing.T, n int, seed func(*pgxpool.Pool), change ...func(*Config)) *cluster {
+	t.Helper()
 	url := testenv.DatabaseURL(t)
 	pool, err := pgxpool.New(context.Background(), url)
 	if err != nil {
@@ -57,8 +64,15 @@ func startCluster(t *testing.T, change ...func(*Config)) *cluster {
 	}
 	t.Cleanup(pool.Close)
 	tenanttest.Seed(t, pool, replTenant, tenanttest.Pro()) // a message rate for a stream
-	c := &cluster{ids: []string{"node-r1", "node-r2", "node-r3"}, url: url}
-	addrs := freePorts(t, 3)
+	setPlan(t, pool, replTenant, "pro")                    // three replicas (factor.go)
+	if seed != nil {
+		seed(pool)
+	}
+	c := &cluster{url: url}
+	for i := range n {
+		c.ids = append(c.ids, fmt.Sprintf("node-r%d", i+1))
+	}
+	addrs := freePorts(t, n)
 	for i, id := range c.ids {
 		var peers []Peer
 		for j, other := range c.ids {
@@ -80,6 +94,14 @@ func startCluster(t *testing.T, change ...func(*Config)) *cluster {
 		}))
 	}
 	return c
+}
+
+// setPlan puts a tenant on plan (its replication factor, factor.go).
+func setPlan(t *testing.T, pool *pgxpool.Pool, tenant, plan string) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), `UPDATE tenants SET plan = $2 WHERE id = $1`, tenant, plan); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // leader waits until one of the live nodes serves tenant and returns it.

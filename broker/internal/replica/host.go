@@ -181,9 +181,10 @@ func (h *Host) AddPeer(id uint64, addr string) {
 	if h.seen[id] == nil && id != h.cfg.PeerID {
 		h.seen[id] = new(atomic.Int64)
 	}
+	hello := h.ids.hello
 	h.mu.Unlock()
 	h.tr.addPeer(id, addr)
-	h.tr.send(id, kindAlive, 0, h.ids.hello) // announce this node's raft id at once
+	h.tr.send(id, kindAlive, 0, hello) // announce this node's raft id at once
 }
 
 func (h *Host) groupDir(id uint64) string {

@@ -21,9 +21,12 @@ import (
 // peerIDs maps the peers' transport ids to their current raft ids, both
 // ways. Guarded by Host.mu.
 type peerIDs struct {
-	hello  []byte            // this node's liveness payload: its raft id
+	hello  []byte            // this node's liveness payload: its raft id (and draining flag)
 	raftOf map[uint64]uint64 // transport id → raft id, as last announced
 	peerOf map[uint64]uint64 // raft id → transport id
+	// draining are the peers (transport ids) whose last liveness frame
+	// said they drain (Host.SetDraining).
+	draining map[uint64]bool
 	// changes counts announcements of a raft id a peer did not have
 	// before (Host.IdentityChanges).
 	changes uint64
@@ -32,19 +35,59 @@ type peerIDs struct {
 func (p *peerIDs) init(self uint64) {
 	p.hello = binary.BigEndian.AppendUint64(nil, self)
 	p.raftOf, p.peerOf = map[uint64]uint64{}, map[uint64]uint64{}
+	p.draining = map[uint64]bool{}
+}
+
+// A draining node (Host.SetDraining) appends one byte, 1, to its raft id
+// in its liveness frames: its peers' leaders then move the replicas it
+// holds to other nodes (the caller's policy: PeerDraining). The frame is
+// 8 bytes again when the drain ends; a node that knows only the 8-byte
+// form ignores the 9-byte one and keeps the raft id it learned before.
+const drainingFlag = 1
+
+// SetDraining announces to every peer, now and in every liveness frame,
+// whether this node drains.
+func (h *Host) SetDraining(on bool) {
+	h.mu.Lock()
+	hello := binary.BigEndian.AppendUint64(nil, h.cfg.NodeID)
+	if on {
+		hello = append(hello, drainingFlag)
+	}
+	h.ids.hello = hello // replaced, never changed in place: sends of the old one stay valid
+	peers := make([]uint64, 0, len(h.seen))
+	for id := range h.seen {
+		peers = append(peers, id)
+	}
+	h.mu.Unlock()
+	for _, id := range peers {
+		h.tr.send(id, kindAlive, 0, hello)
+	}
+}
+
+// PeerDraining reports whether the peer with transport id peer said in its
+// last liveness frame that it drains.
+func (h *Host) PeerDraining(peer uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ids.draining[peer]
 }
 
 // learnRaftID takes a liveness frame's payload from an authenticated peer.
 func (h *Host) learnRaftID(from uint64, payload []byte) {
-	if len(payload) != 8 {
+	if len(payload) != 8 && (len(payload) != 9 || payload[8] != drainingFlag) {
 		return // a node that announces nothing: no raft message of it is taken
 	}
-	id := binary.BigEndian.Uint64(payload)
+	id, draining := binary.BigEndian.Uint64(payload), len(payload) == 9
 	if id == 0 || id == h.cfg.NodeID {
 		h.tr.badMessages.Add(1)
 		return
 	}
 	h.mu.Lock()
+	if h.ids.draining[from] != draining {
+		h.ids.draining[from] = draining
+		h.ids.changes++
+		h.log.Info("replica: peer draining", "peer", from, "draining", draining)
+	}
 	was := h.ids.raftOf[from]
 	if was == id {
 		h.mu.Unlock()
@@ -82,7 +125,8 @@ func (h *Host) PeerRaftID(peer uint64) (uint64, bool) {
 }
 
 // IdentityChanges counts the raft ids peers announced that they did not
-// have before (their first announcement included): what a caller that
+// have before (their first announcement included), and the changes of
+// their draining flags: what a caller that
 // reconciles configurations with the peers' ids watches.
 func (h *Host) IdentityChanges() uint64 {
 	h.mu.Lock()

@@ -50,20 +50,34 @@ func (g *Group) Members() Members {
 // voter and old is not a member; otherwise call it again later (the
 // caller's loop: a step takes a commit, a learner takes its catch-up).
 func (g *Group) Replace(ctx context.Context, old, nw uint64) (done bool, err error) {
+	return g.confStep(ctx, func() (bool, error) { return g.replaceStep(old, nw) })
+}
+
+// Remove takes the step of removing member id: a learner whose move was
+// abandoned (a drain ended before it was promoted), or a voter the group
+// has one too many of (a drained node's, once its replacement votes).
+// Only the leader changes the configuration, and does not remove itself:
+// ErrNotLeader otherwise. It reports done when id is no member.
+func (g *Group) Remove(ctx context.Context, id uint64) (done bool, err error) {
+	return g.confStep(ctx, func() (bool, error) { return g.removeStep(id) })
+}
+
+// confStep runs step on the group's loop and returns its result.
+func (g *Group) confStep(ctx context.Context, step func() (bool, error)) (bool, error) {
 	type result struct {
 		done bool
 		err  error
 	}
 	res := make(chan result, 1)
-	step := func() {
-		d, err := g.replaceStep(old, nw)
+	call := func() {
+		d, err := step()
 		res <- result{d, err}
 	}
 	if g.closed.Load() {
 		return false, ErrClosed
 	}
 	select {
-	case g.callc <- step:
+	case g.callc <- call:
 	case <-ctx.Done():
 		return false, ctx.Err()
 	case <-g.donec:
@@ -77,6 +91,22 @@ func (g *Group) Replace(ctx context.Context, old, nw uint64) (done bool, err err
 	case <-g.donec:
 		return false, ErrClosed
 	}
+}
+
+// removeStep (loop) is Remove's step.
+func (g *Group) removeStep(id uint64) (bool, error) {
+	if g.rn.BasicStatus().RaftState != raft.StateLeader || id == g.node {
+		return false, ErrNotLeader
+	}
+	cs := g.confState
+	if !slices.Contains(cs.GetVoters(), id) && !slices.Contains(cs.GetVotersOutgoing(), id) &&
+		!slices.Contains(cs.GetLearners(), id) && !slices.Contains(cs.GetLearnersNext(), id) {
+		return true, nil
+	}
+	if len(cs.GetVotersOutgoing()) > 0 || g.confWait > g.applied {
+		return false, nil // a change is being applied (or left)
+	}
+	return false, g.proposeConf([]*pb.ConfChangeSingle{{Type: pb.ConfChangeType_ConfChangeRemoveNode.Enum(), NodeId: new(id)}}, 0, id)
 }
 
 // replaceStep (loop) is Replace's step.
@@ -121,20 +151,25 @@ func (g *Group) replaceStep(old, nw uint64) (bool, error) {
 	default: // nw votes, old is still a member
 		change(pb.ConfChangeType_ConfChangeRemoveNode, old)
 	}
+	return false, g.proposeConf(changes, old, nw)
+}
+
+// proposeConf (loop, leader) proposes one configuration change.
+func (g *Group) proposeConf(changes []*pb.ConfChangeSingle, old, nw uint64) error {
 	last, err := g.store.LastIndex()
 	if err != nil {
-		return false, err
+		return err
 	}
 	g.wake(false)
 	if err := g.rn.ProposeConfChange(&pb.ConfChangeV2{Changes: changes}); err != nil {
 		if err == raft.ErrProposalDropped {
-			return false, nil // a leadership transfer runs: the next call sees
+			return nil // a leadership transfer runs: the next call sees
 		}
-		return false, err
+		return err
 	}
 	g.confWait = last + 1
 	g.log.Info("replica: configuration change proposed", "changes", changeList(changes), "replacing", old, "by", nw)
-	return false, nil
+	return nil
 }
 
 // snapshotWith (loop) makes sure the snapshot a learner is sent names it:
