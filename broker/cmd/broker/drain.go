@@ -44,8 +44,10 @@ type drainAnswer struct {
 	Drained   bool     `json:"drained"`
 	Moved     int      `json:"moved"`
 	Remaining []string `json:"remaining"`
-	TookMS    int64    `json:"took_ms"`
-	Error     string   `json:"error"`
+	ReplicasMoved int    `json:"replicas_moved"`
+	Voting        int    `json:"voting"`
+	TookMS        int64  `json:"took_ms"`
+	Error         string `json:"error"`
 }
 
 // runDrain runs broker drain with args (after "drain") and returns the
@@ -55,11 +57,15 @@ func runDrain(ctx context.Context, args []string, getenv func(string) string, st
 	fs.SetOutput(stderr)
 	admin := fs.String("admin", "127.0.0.1:7880", "the node's admin listener (host:port)")
 	timeout := fs.Duration("timeout", 50*time.Second, "how long the node may take to hand its leaderships over, at most "+drainMaxTimeout.String())
+	replicas := fs.String("replicas", "move", "move: the node's replicas move to other nodes too (it leaves for good); keep: leaderships only (a restart that keeps its disk, the chart's preStop)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: broker drain [-admin 127.0.0.1:7880] [-timeout 50s]
+		fmt.Fprint(stderr, `Usage: broker drain [-admin 127.0.0.1:7880] [-timeout 50s] [-replicas move|keep]
 
 Moves the leadership of every tenant a replicating node leads to other
-nodes (POST /admin/drain) and waits until it leads nothing. The node token
+nodes (POST /admin/drain) and waits until it leads nothing; with
+-replicas move (the default) its replicas move to other nodes too, so
+that it can leave for good; -replicas keep, for a restart that keeps the
+node's disk, moves leaderships only. The node token
 is read from BERTH_NODE_TOKEN. Flags can also be set with BERTH_DRAIN_<FLAG>.
 Exit status: 0 drained, 1 not drained in time (or the node refused), 2 usage.
 
@@ -88,6 +94,9 @@ Flags:
 	if _, _, err := net.SplitHostPort(*admin); err != nil {
 		return usage(fmt.Sprintf("-admin %q: want host:port", *admin))
 	}
+	if *replicas != "move" && *replicas != "keep" {
+		return usage(fmt.Sprintf("-replicas %q: want move or keep", *replicas))
+	}
 	if *timeout <= 0 || *timeout > drainMaxTimeout {
 		return usage(fmt.Sprintf("-timeout %v: want a duration above 0 and at most %v", *timeout, drainMaxTimeout))
 	}
@@ -96,16 +105,16 @@ Flags:
 		return usage("BERTH_NODE_TOKEN is not set (the node's admin token)")
 	}
 
-	ans, status, err := postDrain(ctx, *admin, token, *timeout)
+	ans, status, err := postDrain(ctx, *admin, token, *timeout, *replicas)
 	switch {
 	case err != nil:
 		fmt.Fprintln(stderr, "broker drain:", err)
 		return drainExitFailed
 	case status == http.StatusOK && ans.Drained:
-		fmt.Fprintf(stdout, "node %s drained: leads no tenant (%d moved, %d ms)\n", ans.NodeID, ans.Moved, ans.TookMS)
+		fmt.Fprintf(stdout, "node %s drained: leads no tenant (%d leaderships and %d replicas moved, %d ms)\n", ans.NodeID, ans.Moved, ans.ReplicasMoved, ans.TookMS)
 		return drainExitDrained
 	case status == http.StatusServiceUnavailable:
-		fmt.Fprintf(stderr, "broker drain: node %s still leads %d tenant(s) after %v (%d moved)\n", ans.NodeID, len(ans.Remaining), *timeout, ans.Moved)
+		fmt.Fprintf(stderr, "broker drain: node %s still leads %d tenant(s) and votes in %d after %v (%d moved)\n", ans.NodeID, len(ans.Remaining), ans.Voting, *timeout, ans.Moved)
 		return drainExitFailed
 	default:
 		msg := ans.Error
@@ -117,12 +126,13 @@ Flags:
 	}
 }
 
-// postDrain calls POST /admin/drain?timeout= on the node's admin listener.
-func postDrain(ctx context.Context, admin, token string, timeout time.Duration) (drainAnswer, int, error) {
+// postDrain calls POST /admin/drain?timeout=&replicas= on the node's admin
+// listener.
+func postDrain(ctx context.Context, admin, token string, timeout time.Duration, replicas string) (drainAnswer, int, error) {
 	// The node answers at its timeout at the latest; allow for the trip.
 	ctx, cancel := context.WithTimeout(ctx, timeout+10*time.Second)
 	defer cancel()
-	u := url.URL{Scheme: "http", Host: admin, Path: "/admin/drain", RawQuery: url.Values{"timeout": {timeout.String()}}.Encode()}
+	u := url.URL{Scheme: "http", Host: admin, Path: "/admin/drain", RawQuery: url.Values{"timeout": {timeout.String()}, "replicas": {replicas}}.Encode()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), nil)
 	if err != nil {
 		return drainAnswer{}, 0, err

@@ -54,6 +54,7 @@ func TestDrainUsage(t *testing.T) {
 		{"zero timeout", drainEnv(drainToken), []string{"-timeout", "0s"}, "-timeout"},
 		{"timeout too long", drainEnv(drainToken), []string{"-timeout", "11m"}, "-timeout"},
 		{"address without a port", drainEnv(drainToken), []string{"-admin", "127.0.0.1"}, "-admin"},
+		{"replicas neither move nor keep", drainEnv(drainToken), []string{"-replicas", "some"}, "-replicas"},
 		{"bad env", func(k string) string {
 			if k == "BERTH_DRAIN_TIMEOUT" {
 				return "soon"
@@ -82,6 +83,11 @@ func startDrainCluster(t *testing.T, tenant string) (map[string]*node.Node, *pgx
 	}
 	t.Cleanup(pool.Close)
 	tenanttest.Seed(t, pool, tenant, tenanttest.Pro())
+	// Pro: three voters (a free tenant's group has one, whose leadership
+	// has no one to go to without moving the replica).
+	if _, err := pool.Exec(context.Background(), `UPDATE tenants SET plan = 'pro' WHERE id = $1`, tenant); err != nil {
+		t.Fatal(err)
+	}
 	ids := []string{"drain-1", "drain-2", "drain-3"}
 	var addrs []string
 	for range ids {
@@ -169,8 +175,8 @@ func TestDrainCommand(t *testing.T) {
 			return admin
 		}
 		return drainEnv(drainToken)(k)
-	}, "-timeout", "30s")
-	if code != drainExitDrained || !strings.Contains(stdout, "node "+before.Leader+" drained") {
+	}, "-timeout", "30s", "-replicas", "keep") // as the chart's preStop: the node restarts with its disk
+	if code != drainExitDrained || !strings.Contains(stdout, "node "+before.Leader+" drained") || !strings.Contains(stdout, " 0 replicas moved") {
 		t.Fatalf("drain: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	t.Logf("drained in %v: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(stdout))

@@ -123,6 +123,19 @@ func (r *replicas) votingHere() (movable, kept []string) {
 	return movable, kept
 }
 
+// soleVoterHere reports whether this node is the only voter of tenant
+// id's group.
+func (r *replicas) soleVoterHere(id string) bool {
+	r.mu.Lock()
+	rg := r.groups[id]
+	r.mu.Unlock()
+	if rg == nil {
+		return false
+	}
+	voters := rg.g.Members().Voters
+	return len(voters) == 1 && voters[0] == r.self
+}
+
 // drain sets the node draining and waits until it leads no group and,
 // when moveReplicas, votes in none that another node can take, or ctx.
 func (r *replicas) drain(ctx context.Context, moveReplicas bool) drainReport {
@@ -137,12 +150,22 @@ func (r *replicas) drain(ctx context.Context, moveReplicas bool) drainReport {
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
 	rep := drainReport{NodeID: r.n.cfg.ID}
-	var voting, kept []string
+	var voting, kept, sole []string // sole: led here with no other voter (keep)
 	for {
 		rep.Remaining = r.ledHere()
 		voting, kept = r.votingHere()
 		if !moveReplicas {
 			voting, kept = nil, append(voting, kept...)
+			// A group whose only voter is this node (a free tenant's) has
+			// no one to hand its leadership to without moving its replica:
+			// a restart that keeps the disk takes it down for the restart.
+			sole = sole[:0]
+			for _, id := range rep.Remaining {
+				if r.soleVoterHere(id) {
+					sole = append(sole, id)
+				}
+			}
+			rep.Remaining = slices.DeleteFunc(rep.Remaining, r.soleVoterHere)
 		}
 		if len(rep.Remaining) == 0 && len(voting) == 0 {
 			break
@@ -155,7 +178,7 @@ func (r *replicas) drain(ctx context.Context, moveReplicas bool) drainReport {
 		break
 	}
 	for _, id := range before {
-		if !slices.Contains(rep.Remaining, id) {
+		if !slices.Contains(rep.Remaining, id) && !slices.Contains(sole, id) {
 			rep.Moved++
 		}
 	}

@@ -108,6 +108,11 @@ func TestNodeReplication(t *testing.T) {
 			if a, _ := flagValue(cmd, "admin"); a != "127.0.0.1:7880" {
 				t.Errorf("preStop drains %q, want the node's own admin port 127.0.0.1:7880", a)
 			}
+			// A pod that stops comes back with its volume: it hands its
+			// leaderships over but keeps its replicas.
+			if r, _ := flagValue(cmd, "replicas"); r != "keep" {
+				t.Errorf("preStop drain -replicas=%q, want keep", r)
+			}
 			to, _ := flagValue(cmd, "timeout")
 			drain, err := time.ParseDuration(to)
 			grace, _ := flagValue(c.Args, "shutdown-grace")
