@@ -155,12 +155,12 @@ func TestDeletedTenantIsDisconnectedErasedAndFlushed(t *testing.T) {
 	if e := waitEnd(t, end3, "MQTT 3.1.1 client"); e.sawDisconnect {
 		t.Fatalf("MQTT 3.1.1 client: DISCONNECT seen %v (%v), want the connection just closed", e.sawDisconnect, e.err)
 	}
-	eventually(t, "ten_a's directory erased", func() bool { return !dirExists(t, dirA) })
+	poll(t, 10*time.Second, "ten_a's directory erased", func() bool { return !dirExists(t, dirA) })
 
 	// Its last usage is flushed and stays under its id.
 	type usageRow struct{ in, out, bin, bout int64 }
 	var u usageRow
-	eventually(t, "ten_a's last usage flushed", func() bool {
+	poll(t, 10*time.Second, "ten_a's last usage flushed", func() bool {
 		if err := n.pool.QueryRow(ctx, `SELECT coalesce(sum(messages_in), 0), coalesce(sum(messages_out), 0),
 			coalesce(sum(bytes_in), 0), coalesce(sum(bytes_out), 0) FROM usage WHERE tenant_id = 'ten_a'`).Scan(&u.in, &u.out, &u.bin, &u.bout); err != nil {
 			t.Fatal(err)
@@ -206,7 +206,7 @@ func TestDeletedTenantIsDisconnectedErasedAndFlushed(t *testing.T) {
 		t.Fatal(err)
 	}
 	deleteTenantAsAPI(t, n.pool, "ten_c")
-	eventually(t, "ten_c deleted", func() bool { return n.isDeleted("ten_c") })
+	poll(t, 10*time.Second, "ten_c deleted", func() bool { return n.isDeleted("ten_c") })
 	if n.isDeleted("ten_b") {
 		t.Fatal("ten_b taken for deleted on a notice alone")
 	}
@@ -241,7 +241,7 @@ func TestTenantDeletedWhileTheNodeWasDown(t *testing.T) {
 	deleteTenantAsAPI(t, first.pool, "ten_a") // nobody listens
 
 	second := startNodeWith(t, url, dir, false)
-	eventually(t, "the deleted tenant's directory erased on start", func() bool { return !dirExists(t, dirA) })
+	poll(t, 10*time.Second, "the deleted tenant's directory erased on start", func() bool { return !dirExists(t, dirA) })
 	if !dirExists(t, dirB) {
 		t.Fatal("the live tenant's directory was erased too")
 	}

@@ -2,8 +2,6 @@ package node
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"berth.dev/broker/internal/replica"
 )
 
 // A node's identity in replication (docs/replication.md, "A node that lost
@@ -32,10 +32,10 @@ const incarnationFile = "incarnation"
 // incarnations existed: its raft id is the peer id, as it was then.
 const legacyIncarnation = "legacy"
 
-// PeerID is a node id's id on the peer transport: the first 8 bytes of its
-// SHA-256, never 0. Every node computes the same.
+// PeerID is a node id's id on the peer transport (replica.NameID): every
+// node computes the same.
 func PeerID(nodeID string) uint64 {
-	return hashID(nodeID)
+	return replica.NameID(nodeID)
 }
 
 // raftIDOf is the raft id of a node id in an incarnation.
@@ -43,15 +43,7 @@ func raftIDOf(nodeID, incarnation string) uint64 {
 	if incarnation == legacyIncarnation {
 		return PeerID(nodeID)
 	}
-	return hashID(nodeID + "\x00" + incarnation)
-}
-
-func hashID(s string) uint64 {
-	sum := sha256.Sum256([]byte(s))
-	if id := binary.BigEndian.Uint64(sum[:8]); id != 0 {
-		return id
-	}
-	return 1
+	return replica.NameID(nodeID + "\x00" + incarnation)
 }
 
 // loadIncarnation reads the raft directory's incarnation, writing a new

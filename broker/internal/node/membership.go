@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -258,7 +259,7 @@ func (r *replicas) ranked(tenantID string, size int, skip func(member) bool) []m
 		sum := sha256.Sum256([]byte(tenantID + "\x00" + m.id))
 		rs = append(rs, rankedMember{m, binary.BigEndian.Uint64(sum[:8])})
 	}
-	slices.SortFunc(rs, func(a, b rankedMember) int { return -cmpU64(a.rank, b.rank) })
+	slices.SortFunc(rs, func(a, b rankedMember) int { return cmp.Compare(b.rank, a.rank) }) // highest first
 	var out []member
 	zones := map[string]bool{}
 	for _, x := range rs { // one per zone
@@ -273,25 +274,6 @@ func (r *replicas) ranked(tenantID string, size int, skip func(member) bool) []m
 		}
 	}
 	slices.SortFunc(out, func(a, b member) int { return strings.Compare(a.id, b.id) })
-	return out
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// names are members' node ids.
-func names(ms []member) []string {
-	out := make([]string, 0, len(ms))
-	for _, m := range ms {
-		out = append(out, m.id)
-	}
 	return out
 }
 

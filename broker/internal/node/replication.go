@@ -191,8 +191,8 @@ func (r *replicas) group(tenantID string) (*replGroup, error) {
 	if !slices.ContainsFunc(members, self) && !slices.ContainsFunc(r.wanted(tenantID), self) {
 		return nil, errNotVoter // neither a first voter nor a drain's replacement
 	}
-	gid := tenantlog.GroupID(tenantID)
-	var voters []uint64 // none: the log here has the configuration, or the leader adds this node
+	gid := replica.NameID(tenantID) // the tenant's group, the same on every node
+	var voters []uint64             // none: the log here has the configuration, or the leader adds this node
 	if !r.host.HasLog(gid) {
 		existed, err := r.placed(tenantID)
 		if err != nil {

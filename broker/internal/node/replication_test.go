@@ -123,17 +123,6 @@ func (c *cluster) leader(t *testing.T, tenant string, except *testNode) *testNod
 	return found
 }
 
-func poll(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // kill crashes n as far as the cluster can tell: its peer transport and
 // groups stop at once (nothing it does afterwards reaches the others),
 // then the node is shut down.

@@ -79,7 +79,7 @@ func TestRetentionBytesAppliesLive(t *testing.T) {
 	if !ok {
 		t.Fatal("tenant not open")
 	}
-	eventually(t, "keeper offline", func() bool {
+	poll(t, 10*time.Second, "keeper offline", func() bool {
 		ss, ok := tn.sh.SessionStats("keeper")
 		return ok && !ss.Connected
 	})
@@ -98,7 +98,7 @@ func TestRetentionBytesAppliesLive(t *testing.T) {
 
 	n.setRetentionBytes(t, "ten_a", 64<<10)
 	var dropped uint64
-	eventually(t, "retention drops", func() bool {
+	poll(t, 10*time.Second, "retention drops", func() bool {
 		dropped = tn.sh.Stats().Dropped["retention"]
 		return dropped > 0
 	})
@@ -130,17 +130,5 @@ func TestRetentionBytesAppliesLive(t *testing.T) {
 	}
 	if d := usage.Drops["retention"]; d != dropped {
 		t.Fatalf("usage shows %d retention drops, want %d", d, dropped)
-	}
-}
-
-// eventually polls cond until it holds or 10 s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -121,7 +121,7 @@ func TestSessionsOfACredentialRevokedWhileListenerAwayGoOnReconnect(t *testing.T
 	if _, err := n.pool.Exec(ctx, `UPDATE credentials SET revoked_at = now() WHERE id = $1`, doomed.id); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the revocation listener's connection cut", func() bool {
+	poll(t, 15*time.Second, "the revocation listener's connection cut", func() bool {
 		var cut int
 		if err := n.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 			WHERE datname = current_database() AND application_name = 'berth-revocation-listener'`).Scan(&cut); err != nil {
@@ -129,23 +129,11 @@ func TestSessionsOfACredentialRevokedWhileListenerAwayGoOnReconnect(t *testing.T
 		}
 		return cut > 0
 	})
-	waitFor(t, "device-3's session deleted", func() bool {
+	poll(t, 15*time.Second, "device-3's session deleted", func() bool {
 		_, ok := sessionOwners(t, n, "ten_a")["device-3"]
 		return !ok
 	})
 	if owners := sessionOwners(t, n, "ten_a"); owners["device-4"] != "crd_keeper" {
 		t.Fatalf("sessions %v: want device-4 kept", owners)
-	}
-}
-
-// waitFor polls cond every 20 ms for up to 15 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 15 s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -514,7 +514,7 @@ func TestTopicRuleRetention(t *testing.T) {
 	subscribe(t, k, "fresh/#")
 	_ = k.Disconnect(&paho.Disconnect{})
 	tn, _ := n.lookup("ten_a")
-	eventually(t, "keeper offline", func() bool {
+	poll(t, 10*time.Second, "keeper offline", func() bool {
 		ss, ok := tn.sh.SessionStats("keeper")
 		return ok && !ss.Connected
 	})

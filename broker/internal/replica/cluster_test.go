@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -200,15 +201,11 @@ func (c *cluster) host(id uint64) *Host {
 	return c.hosts[id]
 }
 
+// live is the ids of the nodes running, in order.
 func (c *cluster) live() []uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var ids []uint64
-	for id := range c.hosts {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
+	return slices.Sorted(maps.Keys(c.hosts))
 }
 
 func (c *cluster) sm(id uint64) *listSM {
@@ -256,18 +253,6 @@ func (c *cluster) propose(id uint64, data string, timeout time.Duration) error {
 		return ErrClosed
 	}
 	return g.Propose(ctx, []byte(data))
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // isRetryable is an error a client retries on another node.

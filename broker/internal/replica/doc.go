@@ -77,7 +77,7 @@
 // 2 B | path, relative, "/"-separated | offset 8 B | ≤ 1 MiB of the file),
 // 6 end (file count 4 B | byte count 8 B | the MsgSnap, protobuf); the
 // sender then half-closes and waits for the follower to close
-// (snapstream.go). A listener refuses an
+// (snapstream.go; the follower side in snapin.go). A listener refuses an
 // unknown node, a wrong proof, a bad MAC (it closes the connection) and a
 // message whose From is not the authenticated peer or whose To is not
 // itself. Frames are authenticated, not encrypted.

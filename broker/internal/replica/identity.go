@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 )
 
@@ -17,6 +18,18 @@ import (
 // a node's former incarnation never reaches the new one (it would find
 // an empty log where raft expects the old one: the
 // "tocommit(412) is out of range [lastIndex(1)]" panic).
+
+// NameID is the id a name gets on this layer: a node id's on the peer
+// transport and in raft, a tenant's group id. It is the first 8 bytes of
+// the name's SHA-256, never 0 (raft's "none"), so every node computes the
+// same. NEVER CHANGE: group and node ids are in every node's raft log.
+func NameID(name string) uint64 {
+	sum := sha256.Sum256([]byte(name))
+	if id := binary.BigEndian.Uint64(sum[:8]); id != 0 {
+		return id
+	}
+	return 1
+}
 
 // peerIDs maps the peers' transport ids to their current raft ids, both
 // ways. Guarded by Host.mu.

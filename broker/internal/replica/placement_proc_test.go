@@ -58,7 +58,7 @@ func (p placementDB) waitMoved(t *testing.T, g int, killed, before uint64, at ti
 	t.Helper()
 	tenant, old := fmt.Sprintf("ten_%d", g), fmt.Sprintf("node_%d", killed)
 	var pl placement.Placement
-	poll(t, 30*time.Second, tenant+": placement moved off the killed leader to a higher epoch", func() bool {
+	waitFor(t, 30*time.Second, tenant+": placement moved off the killed leader to a higher epoch", func() bool {
 		var err error
 		pl, err = p.store.Get(context.Background(), tenant)
 		return err == nil && pl.Leader != old && pl.Epoch > before

@@ -2,7 +2,6 @@ package tenantlog
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -110,16 +109,6 @@ func (l *Log) Store() *store.WAL {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.st
-}
-
-// GroupID is the Raft group of a tenant: the first 8 bytes of the SHA-256
-// of its id, never 0. Every node computes the same.
-func GroupID(tenantID string) uint64 {
-	sum := sha256.Sum256([]byte(tenantID))
-	if id := binary.BigEndian.Uint64(sum[:8]); id != 0 {
-		return id
-	}
-	return 1
 }
 
 // Lead makes this node serve the tenant: it proposes a barrier through g
