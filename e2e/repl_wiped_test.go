@@ -52,7 +52,7 @@ func TestReplicationWipedNodeRejoins(t *testing.T) {
 	// The leader dies: the two left are a quorum, and the wiped node must
 	// lead (drain hands it the leadership if the other won).
 	lead.Kill()
-	_, epoch = e.waitLeader(t, epoch, 30*time.Second)
+	e.waitLeader(t, epoch, 30*time.Second) // a new term: the two left elected one
 	at := e.moveLeadership(t, wiped)
 	caughtUp := time.Since(start)
 	l.WaitAcked(l.Acked()+300, 30*time.Second) // the wiped node acknowledges
