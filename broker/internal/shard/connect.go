@@ -27,12 +27,13 @@ func (c *conn) handshake() (present, ok bool) {
 	if !c.applyConnect(cp, &o) {
 		return false, false
 	}
-	sess, present, err := c.shard.attach(c, cp.CleanStart, o.expiry)
+	var ack packet.Connack
+	c.connack(&ack, cp, &o)
+	_, present, err := c.shard.attach(c, cp.CleanStart, o.expiry, &ack)
 	if err != nil {
 		c.refuse(reasonOf(err))
 		return false, false
 	}
-	c.queueConnack(sess, cp, &o, present)
 	c.connRead = read
 	_ = c.nc.SetReadDeadline(time.Time{})
 	return present, true
@@ -174,12 +175,12 @@ func (c *conn) applyConnect(cp *packet.Connect, o *connectTerms) bool {
 	return true
 }
 
-// queueConnack queues the CONNACK, and the redelivery of a resumed
-// session's inflight messages after it.
-func (c *conn) queueConnack(sess *session, cp *packet.Connect, o *connectTerms, present bool) {
+// connack builds the CONNACK but for Session Present, which attach sets
+// [MQTT-3.2.2-2] [MQTT-3.2.2-3] as it queues the CONNACK and, after it,
+// the redelivery of a resumed session's inflight messages.
+func (c *conn) connack(ack *packet.Connack, cp *packet.Connect, o *connectTerms) {
 	s := c.shard
 	v5 := c.version == packet.Version5
-	ack := packet.Connack{SessionPresent: present} // [MQTT-3.2.2-2] [MQTT-3.2.2-3]
 	if v5 {
 		p := &ack.Props
 		p.Has.Set(packet.PropReceiveMaximum)
@@ -213,12 +214,6 @@ func (c *conn) queueConnack(sess *session, cp *packet.Connect, o *connectTerms, 
 			p.AuthMethod = []byte(c.info.AuthMethod) // [MQTT-4.12.0-5]
 		}
 	}
-	sess.mu.Lock()
-	c.sendLocked(&ack)
-	if present {
-		c.redeliverLocked()
-	}
-	sess.mu.Unlock()
 }
 
 // refuseDecode answers a CONNECT that failed to decode.

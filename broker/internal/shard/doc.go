@@ -74,6 +74,17 @@
 // nothing per subscriber (pinned by TestRouteAllocations and
 // TestEncodeAllocations).
 //
+// Message memory (payloads, slab chunks, cached headers) is never reused:
+// the garbage collector frees it once no queue, inflight window,
+// retained store, replay or writer holds the message. What is reused,
+// through per-shard pools, is read buffers and the writer's batch arena;
+// nothing may point into them once given back. Tests run shards in a
+// poisoning mode (poison.go) that overwrites every pooled buffer as it
+// is given back, with self-describing payloads checked byte for byte
+// (TestBuffersNotReusedWhileHeld, FuzzBufferSchedule): a holder left
+// pointing into a recycled buffer delivers a wrong payload there. A
+// reference-counted pool for message memory must keep those tests green.
+//
 // # Durability (Options.MessageLog)
 //
 // With a message log (store.WAL.Messages) every QoS 1/2 PUBLISH is

@@ -59,6 +59,7 @@ func (c *conn) releaseInput() {
 	s := c.shard
 	b := c.rd.Release()
 	c.readsBig = len(b) > readBufSize
+	s.poison(b)
 	switch {
 	case len(b) == readBufSize:
 		s.readBufs.Put((*[readBufSize]byte)(b))

@@ -51,7 +51,10 @@ func (c *conn) shutWrite() {
 func (c *conn) drainInput(end time.Time, flushed bool) bool {
 	s := c.shard
 	buf := s.readBufs.Get().(*[readBufSize]byte)
-	defer s.readBufs.Put(buf)
+	defer func() {
+		s.poison(buf[:])
+		s.readBufs.Put(buf)
+	}()
 	for {
 		if !flushed && c.flushed.Load() {
 			return true

@@ -109,6 +109,10 @@ type Options struct {
 	// Tracing traces sampled messages (see trace.go); the zero value traces
 	// none.
 	Tracing Tracing
+
+	// poisonFreed overwrites every buffer given back to a pool (poison.go):
+	// a test hook that turns a use after release into a wrong payload.
+	poisonFreed bool
 }
 
 // Defaults.

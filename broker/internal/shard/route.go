@@ -15,7 +15,11 @@ const takeoverTimeout = 5 * time.Second
 // attach binds c to the session of its client id, taking over a live
 // connection of the same id [MQTT-3.1.4-3] and discarding the old session
 // when clean is set [MQTT-3.1.2-4]. present reports a resumed session
-// [MQTT-3.2.2-2] [MQTT-3.2.2-3].
+// [MQTT-3.2.2-2] [MQTT-3.2.2-3]. The CONNACK ack, with Session Present
+// set, and the redelivery of a resumed session's inflight messages are
+// queued in the same hold of the session lock that makes c its
+// connection: no delivery routed to the session can go out before them
+// [MQTT-3.2.0-1] [MQTT-4.4.0-1].
 //
 // A session belongs to the credential that created it (session.owner):
 // a connection of another credential is refused with 0x85 Client
@@ -24,7 +28,7 @@ const takeoverTimeout = 5 * time.Second
 // record from before owners were kept) goes to the first credential that
 // resumes it. A resumed session keeps only the subscriptions the new
 // connection's Authorizer still allows (dropSubsLocked).
-func (s *Shard) attach(c *conn, clean bool, expiry uint32) (sess *session, present bool, err error) {
+func (s *Shard) attach(c *conn, clean bool, expiry uint32, ack *packet.Connack) (sess *session, present bool, err error) {
 	cred := c.info.CredentialID
 	for {
 		s.mu.Lock()
@@ -91,8 +95,15 @@ func (s *Shard) attach(c *conn, clean bool, expiry uint32) (sess *session, prese
 		// [MQTT-3.1.3-9]; the session is no longer expiring.
 		sess.pendingWill = nil
 		sess.stopTimersLocked()
-		sess.mu.Unlock()
+		ack.SessionPresent = present
+		c.sendLocked(ack)
 		s.mu.Unlock()
+		if present {
+			// Under sess.mu alone (redelivery may read the log or
+			// dead-letter), still before any delivery can be queued.
+			c.redeliverLocked()
+		}
+		sess.mu.Unlock()
 		if ended != "" {
 			s.forget(ended)
 		}

@@ -160,6 +160,7 @@ func (c *conn) putBatch() {
 	if cap(b.arena) > maxBatchBytes {
 		b.arena = nil
 	}
+	c.shard.poison(b.arena[:cap(b.arena)])
 	if cap(c.w.ctrlOut) > maxBatchBytes {
 		c.w.ctrlOut = nil // a burst of acks long gone
 	}
