@@ -93,7 +93,7 @@ func (r *replicas) ledHere() []string {
 
 // votingHere lists the tenants whose group has this node as a voter:
 // movable, those a node that does not drain and holds no replica of it
-// could take; kept, the others.
+// could take, or with a voter more than their factor; kept, the others.
 func (r *replicas) votingHere() (movable, kept []string) {
 	r.mu.Lock()
 	list := make([]*replGroup, 0, len(r.groups))
@@ -106,7 +106,10 @@ func (r *replicas) votingHere() (movable, kept []string) {
 		if !slices.Contains(voters, r.self) {
 			continue
 		}
-		spare := false
+		// A voter too many (this node added a replacement while it led
+		// the group) is removed by the next leader (membership.go): it
+		// moves, the drain waits for it.
+		spare := len(voters) > r.factor(rg.id)
 		for _, m := range r.wanted(rg.id) {
 			if id, ok := r.raftOf(m); !ok || !slices.Contains(voters, id) {
 				spare = true

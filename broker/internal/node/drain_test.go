@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -154,7 +155,10 @@ func TestDrainMovesLeadershipUnderLoad(t *testing.T) {
 			t.Fatal("the drain never answered")
 		}
 	}
-	if result.err != nil || result.code != http.StatusOK || !result.rep.Drained || result.rep.Moved != 1 || len(result.rep.Remaining) != 0 {
+	// Three nodes, three replicas: no node can take the drained node's
+	// replica, so the group keeps it (kept), and the drain does not wait.
+	if result.err != nil || result.code != http.StatusOK || !result.rep.Drained || result.rep.Moved != 1 || len(result.rep.Remaining) != 0 ||
+		result.rep.Kept != 1 || result.rep.Voting != 0 || result.rep.ReplicasMoved != 0 {
 		t.Fatalf("drain: %d %+v %v", result.code, result.rep, result.err)
 	}
 	t.Logf("drain answered in %d ms, %d group(s) moved", result.rep.TookMS, result.rep.Moved)
@@ -187,4 +191,18 @@ func TestDrainMovesLeadershipUnderLoad(t *testing.T) {
 		}
 	}
 	t.Logf("all %d acknowledged messages delivered after the drain, 0 lost", len(acked))
+
+	// The new leader has judged the group many times by now (every
+	// memberEvery): the drained node is still one of its three voters, a
+	// group of its factor has no voter too many to remove.
+	var voting []*testNode
+	var voters []uint64
+	poll(t, 10*time.Second, "a leader's view of the group", func() bool {
+		voting, voters = c.holders(tenant, nil)
+		return voters != nil
+	})
+	if !slices.Contains(voting, lead) || len(voters) != 3 {
+		t.Fatalf("after the drain: voters %v (the leader's view), drained node %s a voter: %v, want a kept voter of 3",
+			voters, lead.cfg.ID, slices.Contains(voting, lead))
+	}
 }

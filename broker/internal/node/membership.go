@@ -171,8 +171,12 @@ func (r *replicas) replacement(rg *replGroup) (old, nw uint64, next int) {
 		}
 	}
 	if nw == 0 {
+		// A draining voter goes only when the group has one too many (its
+		// replacement votes already): measured against the factor, not
+		// against the nodes left, so a group no node can take keeps its
+		// voter there (drain.go, "kept").
 		for _, v := range cur.Voters {
-			if draining[v] && v != r.self && len(cur.Voters) > len(wanted) {
+			if draining[v] && v != r.self && len(cur.Voters) > r.factor(rg.id) {
 				return v, 0, remove
 			}
 		}

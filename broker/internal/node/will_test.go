@@ -115,31 +115,27 @@ func TestWillsPassTheTenantsAdmission(t *testing.T) {
 		if code != packet.CodeSuccess {
 			t.Fatalf("CONNACK %v", code)
 		}
-		pub := n.mqtt5(t, cred{"ten_a", "crd_pub", allowAll, 0}, "pub", nil)
-		// A tenant byte rate of 1 byte/s, announced until it is in force (a
-		// publisher is refused). The bucket never holds more than a
-		// second's bytes, so the 9-byte will can never pass it, however
-		// late the node gets to publish it: no race with the refill.
+		// A tenant byte rate of 1 byte/s, announced until the node has it in
+		// force: its tenant bucket refuses the will's 9 bytes. (A publisher's
+		// 0x97 does not say so: on Free its own rate, 20 messages/s, refuses
+		// first, while the tenant's rate would still let the will through.)
+		// The bucket never holds more than a second's bytes, so the will can
+		// never pass it, however late the node gets to publish it: no race
+		// with the refill.
 		ctx := context.Background()
-		deadline := time.Now().Add(10 * time.Second)
-		for refused := false; !refused; {
-			if time.Now().After(deadline) {
-				t.Fatal("the tenant rate quota never applied")
-			}
-			if _, err := n.pool.Exec(ctx, `UPDATE quotas SET max_bytes_per_sec = 1 WHERE tenant_id = 'ten_a'`); err != nil {
-				t.Fatal(err)
-			}
+		if _, err := n.pool.Exec(ctx, `UPDATE quotas SET max_bytes_per_sec = 1 WHERE tenant_id = 'ten_a'`); err != nil {
+			t.Fatal(err)
+		}
+		willSize := float64(len("gone:rate"))
+		poll(t, 10*time.Second, "the tenant rate quota in force", func() bool {
 			if _, err := n.pool.Exec(ctx, `SELECT pg_notify('berth_quotas', 'ten_a')`); err != nil {
 				t.Fatal(err)
 			}
-			for range 5 {
-				if rc, err := publishQoS1(t, pub, "dev/x", []byte("xx"), false); err != nil {
-					t.Fatal(err)
-				} else if rc == byte(packet.ErrQuotaExceeded) {
-					refused = true
-					break
-				}
-			}
+			return !tn.limits.bytes.Take(time.Now(), willSize)
+		})
+		pub := n.mqtt5(t, cred{"ten_a", "crd_pub", allowAll, 0}, "pub", nil)
+		if rc, err := publishQoS1(t, pub, "dev/x", []byte("xx"), false); err != nil || rc != byte(packet.ErrQuotaExceeded) {
+			t.Fatalf("a publish at the spent tenant rate: %#x %v, want 0x97", rc, err)
 		}
 		before := drops()
 		conn.Close()
