@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"berth.dev/broker/internal/replica"
+	"berth.dev/broker/internal/wal"
 )
 
 // A node's identity in replication (docs/replication.md, "A node that lost
@@ -76,42 +77,8 @@ func loadIncarnation(raftDir string) (inc string, created bool, err error) {
 		}
 		inc = hex.EncodeToString(r[:])
 	}
-	if err := writeDurably(path, []byte(inc+"\n")); err != nil {
+	if err := wal.WriteFileAtomic(wal.OSFS{}, path, []byte(inc+"\n")); err != nil {
 		return "", false, fmt.Errorf("node: incarnation: %w", err)
 	}
 	return inc, true, nil
-}
-
-// writeDurably writes path whole or not at all: a temporary file,
-// fsynced, renamed, the directory fsynced.
-func writeDurably(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -4,6 +4,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // FS is the filesystem the log uses. The default is OSFS; tests inject
@@ -75,4 +76,18 @@ func syncDir(fsys FS, dir string) error {
 		err = cerr
 	}
 	return err
+}
+
+// WriteFileAtomic writes path whole or not at all, and durably: a
+// temporary file, fsynced, renamed over path, the directory fsynced. The
+// directory is made if missing.
+func WriteFileAtomic(fsys FS, path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := writeIndex(fsys, path, data); err != nil {
+		return err
+	}
+	return syncDir(fsys, dir)
 }
