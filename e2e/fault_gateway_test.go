@@ -59,7 +59,12 @@ func TestFaultGatewaySIGKILLFreesLeases(t *testing.T) {
 		}
 	}
 	leasesFreed := time.Since(killed)
-	back := l.WaitAcked(l.Acked(), 30*time.Second)
+	// The load's two devices are back too: the publisher's messages are
+	// acknowledged again and reach the subscriber. Only then are all four
+	// connections held, and a fifth must be refused.
+	back := l.WaitAcked(l.Acked()+20, 30*time.Second)
+	got := l.Received()
+	waitFor(t, 30*time.Second, "the subscriber to receive a message after the publisher's return", func() bool { return l.Received() > got })
 	if _, rc := connectV5(t, gw1.MQTT, "", c, "gw-fifth"); rc != 0x97 {
 		t.Errorf("a fifth connection after the failover: CONNACK %#x, want 0x97 (the limit still holds)", rc)
 	}

@@ -257,6 +257,13 @@ func (l *faultLoad) pause(d time.Duration) bool {
 // Acked is the number of successful PUBACKs so far.
 func (l *faultLoad) Acked() int64 { return l.ackCount.Load() }
 
+// Received is how many distinct messages the subscriber has received.
+func (l *faultLoad) Received() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.got)
+}
+
 // WaitAcked waits until more than n messages are acknowledged in all, and
 // returns when that happened.
 func (l *faultLoad) WaitAcked(n int64, within time.Duration) time.Time {
