@@ -293,6 +293,7 @@ func TestConsumedSegmentsRemoved(t *testing.T) {
 			if segs < 3 {
 				t.Fatalf("only %d segments", segs)
 			}
+			first := log.Segments()[0]
 			sh.checkpoint(true)
 			if got := len(log.Segments()); got != segs {
 				t.Fatalf("%d segments after a checkpoint, want all %d (still pending)", got, segs)
@@ -308,12 +309,14 @@ func TestConsumedSegmentsRemoved(t *testing.T) {
 				return ss.Inflight == 0
 			})
 			sh.checkpoint(true)
-			got := len(log.Segments())
-			if tc.removed && got != 1 {
-				t.Fatalf("%d segments after everything was acknowledged, want 1 (the active one)", got)
+			// The acknowledgements are logged too (ack records, ackrecord.go):
+			// they may have rolled a new segment, so count from the first.
+			after := log.Segments()
+			if tc.removed && len(after) != 1 {
+				t.Fatalf("segments %v after everything was acknowledged, want 1 (the active one)", after)
 			}
-			if !tc.removed && got != segs {
-				t.Fatalf("%d segments, want all %d kept as replay history", got, segs)
+			if !tc.removed && (after[0] != first || len(after) < segs) {
+				t.Fatalf("segments %v, want all %d from base %d kept as replay history", after, segs, first)
 			}
 		})
 	}
