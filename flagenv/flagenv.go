@@ -15,8 +15,7 @@
 //	if err := fs.Parse(args); err != nil { ... }
 //	report, err := rule.Apply(fs, os.Getenv)
 //	...
-//	log.Info("settings from the environment", "env", report)
-//	for _, t := range report.Typos(os.Environ()) { log.Warn(t.String()) }
+//	report.Log(log, os.Environ())
 package flagenv
 
 import (
@@ -121,6 +120,16 @@ func loggable(val string, secret bool) string {
 		return Redacted
 	}
 	return Redact(val)
+}
+
+// Log writes the startup report: one Info line naming the variables that
+// set flags (values as they may be logged), then one Warn line per likely
+// typo among environ's variables (Typos).
+func (r Report) Log(log *slog.Logger, environ []string) {
+	log.Info("settings from the environment", "env", r)
+	for _, t := range r.Typos(environ) {
+		log.Warn(t.String(), "var", t.Var, "want", t.Want)
+	}
 }
 
 // LogValue makes a Report one slog group: each variable that set a flag,

@@ -40,14 +40,14 @@ const drainMaxTimeout = 10 * time.Minute
 
 // drainAnswer is the part of the node's answer broker drain reports.
 type drainAnswer struct {
-	NodeID    string   `json:"node_id"`
-	Drained   bool     `json:"drained"`
-	Moved     int      `json:"moved"`
-	Remaining []string `json:"remaining"`
-	ReplicasMoved int    `json:"replicas_moved"`
-	Voting        int    `json:"voting"`
-	TookMS        int64  `json:"took_ms"`
-	Error         string `json:"error"`
+	NodeID        string   `json:"node_id"`
+	Drained       bool     `json:"drained"`
+	Moved         int      `json:"moved"`
+	Remaining     []string `json:"remaining"`
+	ReplicasMoved int      `json:"replicas_moved"`
+	Voting        int      `json:"voting"`
+	TookMS        int64    `json:"took_ms"`
+	Error         string   `json:"error"`
 }
 
 // runDrain runs broker drain with args (after "drain") and returns the

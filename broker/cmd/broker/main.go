@@ -62,10 +62,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, ready f
 		return nil
 	}
 	log := newLogger(cfg)
-	log.Info("settings from the environment", "env", envSet)
-	for _, t := range envSet.Typos(os.Environ()) { // the process's own environment, whatever getenv is
-		log.Warn(t.String(), "var", t.Var, "want", t.Want)
-	}
+	envSet.Log(log, os.Environ()) // the process's own environment, whatever getenv is
 	if err := cfg.ensureDataDir(); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}

@@ -80,10 +80,7 @@ func run(args []string) error {
 		h = slog.NewTextHandler(os.Stderr, nil)
 	}
 	log := slog.New(h).With("gateway_id", cfg.GatewayID)
-	log.Info("settings from the environment", "env", envSet)
-	for _, t := range envSet.Typos(os.Environ()) {
-		log.Warn(t.String(), "var", t.Var, "want", t.Want)
-	}
+	envSet.Log(log, os.Environ()) // the process's own environment, whatever getenv is
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -77,10 +77,7 @@ func run() error {
 	}
 	log := slog.New(h)
 	log.Info("starting", slog.Any("config", cfg.Redacted()))
-	log.Info("settings from the environment", "env", envSet)
-	for _, t := range envSet.Typos(os.Environ()) {
-		log.Warn(t.String(), "var", t.Var, "want", t.Want)
-	}
+	envSet.Log(log, os.Environ()) // the process's own environment, whatever getenv is
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
