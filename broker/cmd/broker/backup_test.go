@@ -24,16 +24,17 @@ import (
 
 const backupTenant = "ten_backup"
 
-// mqttVia connects a paho.golang client to n as a gateway would (a PROXY
-// header signed with the current proxy secret), for backupTenant.
-func mqttVia(t *testing.T, n *node.Node, clientID string, clean bool, got chan<- string) *paho.Client {
+// dialAsGateway opens a connection to n's MQTT listener and sends the
+// PROXY header a gateway signing with secret would, for tenant and
+// credential (every topic allowed). The caller closes the connection.
+func dialAsGateway(t *testing.T, n *node.Node, secret, tenant, credential string) net.Conn {
 	t.Helper()
-	s, err := proxyproto.NewSigner([]byte(newProxySecret), nil)
+	s, err := proxyproto.NewSigner([]byte(secret), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hdr, err := s.Append(nil, netip.MustParseAddrPort("203.0.113.7:40000"), netip.MustParseAddrPort("127.0.0.1:7883"),
-		&proxyproto.Info{TenantID: backupTenant, CredentialID: "crd_backup", ACL: []byte(`{"pub":["#"],"sub":["#"]}`)})
+		&proxyproto.Info{TenantID: tenant, CredentialID: credential, ACL: []byte(`{"pub":["#"],"sub":["#"]}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,10 +42,19 @@ func mqttVia(t *testing.T, n *node.Node, clientID string, clean bool, got chan<-
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
 	if _, err := conn.Write(hdr); err != nil {
+		conn.Close()
 		t.Fatal(err)
 	}
+	return conn
+}
+
+// mqttVia connects a paho.golang client to n as a gateway would (a PROXY
+// header signed with the current proxy secret), for backupTenant.
+func mqttVia(t *testing.T, n *node.Node, clientID string, clean bool, got chan<- string) *paho.Client {
+	t.Helper()
+	conn := dialAsGateway(t, n, newProxySecret, backupTenant, "crd_backup")
+	t.Cleanup(func() { conn.Close() })
 	cl := paho.NewClient(paho.ClientConfig{Conn: conn, OnPublishReceived: []func(paho.PublishReceived) (bool, error){
 		func(p paho.PublishReceived) (bool, error) {
 			if got != nil {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +14,6 @@ import (
 
 	"berth.dev/broker/internal/node"
 	"berth.dev/broker/internal/tenanttest"
-	"berth.dev/broker/proxyproto"
 	"berth.dev/testenv"
 )
 
@@ -59,23 +56,8 @@ func startRotationNode(t *testing.T, url, id string, env map[string]string) *nod
 // back (false: the node closed the connection unanswered).
 func connectVia(t *testing.T, n *node.Node, secret, clientID string) bool {
 	t.Helper()
-	s, err := proxyproto.NewSigner([]byte(secret), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hdr, err := s.Append(nil, netip.MustParseAddrPort("203.0.113.7:40000"), netip.MustParseAddrPort("127.0.0.1:7883"),
-		&proxyproto.Info{TenantID: rotateTenant, CredentialID: "crd_rotate", ACL: []byte(`{"pub":["#"],"sub":["#"]}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := net.Dial("tcp", n.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := dialAsGateway(t, n, secret, rotateTenant, "crd_rotate")
 	defer conn.Close()
-	if _, err := conn.Write(hdr); err != nil {
-		t.Fatal(err)
-	}
 	cl := paho.NewClient(paho.ClientConfig{Conn: conn})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
