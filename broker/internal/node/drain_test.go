@@ -72,48 +72,8 @@ func TestDrainMovesLeadershipUnderLoad(t *testing.T) {
 		t.Fatalf("drain with a wrong token: %d", code)
 	}
 
-	got := make(chan string, 8192)
-	sub, ack := lead.persistent5(t, cr, "sub", true, got)
-	if ack.ReasonCode != 0 {
-		t.Fatalf("subscriber CONNACK %#x", ack.ReasonCode)
-	}
-	if r := subscribe(t, sub, "d/#"); r != 1 {
-		t.Fatalf("SUBACK %#x", r)
-	}
-	if err := sub.Disconnect(&paho.Disconnect{}); err != nil {
-		t.Fatal(err)
-	}
-
-	disc := make(chan byte, 1)
-	pub := lead.mqtt5Watched(t, cr, "pub", disc)
-	var acked []string
-	publishOne := func(i int) bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		payload := fmt.Sprintf("m%05d", i)
-		r, err := pub.Publish(ctx, &paho.Publish{Topic: "d/x", QoS: 1, Payload: []byte(payload)})
-		if err != nil || r == nil || r.ReasonCode >= 0x80 {
-			return false
-		}
-		acked = append(acked, "d/x="+payload)
-		return true
-	}
-	for i := range 50 {
-		if !publishOne(i) {
-			t.Fatalf("publish %d before the drain failed", i)
-		}
-	}
-
-	type drained struct {
-		code int
-		rep  drainReport
-		err  error
-	}
-	done := make(chan drained, 1)
-	go func() {
-		code, rep, err := postDrain(lead, testToken)
-		done <- drained{code, rep, err}
-	}()
+	l := startDrainLoad(t, lead, cr)
+	done := drainAsync(lead)
 
 	var next *testNode
 	var result *drained
@@ -126,7 +86,7 @@ func TestDrainMovesLeadershipUnderLoad(t *testing.T) {
 			default:
 			}
 		}
-		if publishOne(i) {
+		if l.publish(i) {
 			if next != nil {
 				afterMove++
 			}
@@ -136,7 +96,7 @@ func TestDrainMovesLeadershipUnderLoad(t *testing.T) {
 			t.Fatalf("publish %d at the new leader failed", i)
 		}
 		select {
-		case code := <-disc:
+		case code := <-l.disc:
 			if code != 0x9c {
 				t.Fatalf("the drained node disconnected the publisher with %#x, want 0x9c", code)
 			}
@@ -144,8 +104,8 @@ func TestDrainMovesLeadershipUnderLoad(t *testing.T) {
 			t.Fatalf("publish %d failed without a DISCONNECT 0x9c", i)
 		}
 		next = c.leader(t, tenant, lead)
-		t.Logf("publisher moved to %s after %d acknowledged messages", next.cfg.ID, len(acked))
-		pub = next.mqtt5Watched(t, cr, "pub", disc)
+		t.Logf("publisher moved to %s after %d acknowledged messages", next.cfg.ID, len(l.acked))
+		l.pub = next.mqtt5Watched(t, cr, "pub", l.disc)
 	}
 	if result == nil {
 		select {
@@ -170,27 +130,7 @@ func TestDrainMovesLeadershipUnderLoad(t *testing.T) {
 	}
 	expectRefusedElsewhere(t, lead, cr)
 
-	_, ack = next.persistent5(t, cr, "sub", false, got)
-	if ack.ReasonCode != 0 || !ack.SessionPresent {
-		t.Fatalf("subscriber at the new leader: reason %#x, session present %v", ack.ReasonCode, ack.SessionPresent)
-	}
-	want := map[string]bool{}
-	for _, m := range acked {
-		want[m] = true
-	}
-	seen := map[string]int{}
-	deadline := time.After(15 * time.Second)
-	for missing := len(want); missing > 0; {
-		select {
-		case m := <-got:
-			if seen[m]++; seen[m] == 1 && want[m] {
-				missing--
-			}
-		case <-deadline:
-			t.Fatalf("%d of %d acknowledged messages never delivered (first missing %s)", missing, len(acked), firstMissing(acked, seen))
-		}
-	}
-	t.Logf("all %d acknowledged messages delivered after the drain, 0 lost", len(acked))
+	l.checkDelivered(t, next, "after the drain")
 
 	// The new leader has judged the group many times by now (every
 	// memberEvery): the drained node is still one of its three voters, a
@@ -205,4 +145,96 @@ func TestDrainMovesLeadershipUnderLoad(t *testing.T) {
 		t.Fatalf("after the drain: voters %v (the leader's view), drained node %s a voter: %v, want a kept voter of 3",
 			voters, lead.cfg.ID, slices.Contains(voting, lead))
 	}
+}
+
+// drainLoad is the load the drain tests run on the node they drain: a
+// persistent subscriber to d/# parked offline, and a QoS 1 publisher to d/x
+// whose acknowledged messages it records.
+type drainLoad struct {
+	cr    cred
+	got   chan string // what the subscriber receives once it is back
+	disc  chan byte   // the publisher's server DISCONNECT reason
+	pub   *paho.Client
+	acked []string
+}
+
+// startDrainLoad parks the subscriber, connects the publisher to n and
+// publishes 50 messages, each acknowledged.
+func startDrainLoad(t *testing.T, n *testNode, cr cred) *drainLoad {
+	t.Helper()
+	l := &drainLoad{cr: cr, got: make(chan string, 8192), disc: make(chan byte, 1)}
+	sub, ack := n.persistent5(t, cr, "sub", true, l.got)
+	if ack.ReasonCode != 0 {
+		t.Fatalf("subscriber CONNACK %#x", ack.ReasonCode)
+	}
+	if r := subscribe(t, sub, "d/#"); r != 1 {
+		t.Fatalf("SUBACK %#x", r)
+	}
+	if err := sub.Disconnect(&paho.Disconnect{}); err != nil {
+		t.Fatal(err)
+	}
+	l.pub = n.mqtt5Watched(t, cr, "pub", l.disc)
+	for i := range 50 {
+		if !l.publish(i) {
+			t.Fatalf("publish %d before the drain failed", i)
+		}
+	}
+	return l
+}
+
+// publish sends message i at QoS 1 and records it when it is acknowledged.
+func (l *drainLoad) publish(i int) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	payload := fmt.Sprintf("m%05d", i)
+	r, err := l.pub.Publish(ctx, &paho.Publish{Topic: "d/x", QoS: 1, Payload: []byte(payload)})
+	if err != nil || r == nil || r.ReasonCode >= 0x80 {
+		return false
+	}
+	l.acked = append(l.acked, "d/x="+payload)
+	return true
+}
+
+// checkDelivered resumes the subscriber's session at n and waits until it
+// has received every acknowledged message.
+func (l *drainLoad) checkDelivered(t *testing.T, n *testNode, when string) {
+	t.Helper()
+	_, ack := n.persistent5(t, l.cr, "sub", false, l.got)
+	if ack.ReasonCode != 0 || !ack.SessionPresent {
+		t.Fatalf("subscriber at the new leader: reason %#x, session present %v", ack.ReasonCode, ack.SessionPresent)
+	}
+	want := map[string]bool{}
+	for _, m := range l.acked {
+		want[m] = true
+	}
+	seen := map[string]int{}
+	deadline := time.After(15 * time.Second)
+	for missing := len(want); missing > 0; {
+		select {
+		case m := <-l.got:
+			if seen[m]++; seen[m] == 1 && want[m] {
+				missing--
+			}
+		case <-deadline:
+			t.Fatalf("%d of %d acknowledged messages never delivered (first missing %s)", missing, len(l.acked), firstMissing(l.acked, seen))
+		}
+	}
+	t.Logf("all %d acknowledged messages delivered %s, 0 lost", len(l.acked), when)
+}
+
+// drained is what a drain answered.
+type drained struct {
+	code int
+	rep  drainReport
+	err  error
+}
+
+// drainAsync drains n and delivers the answer on the returned channel.
+func drainAsync(n *testNode) <-chan drained {
+	done := make(chan drained, 1)
+	go func() {
+		code, rep, err := postDrain(n, testToken)
+		done <- drained{code, rep, err}
+	}()
+	return done
 }

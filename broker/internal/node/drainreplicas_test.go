@@ -166,47 +166,8 @@ func TestDrainMovesReplicasUnderLoad(t *testing.T) {
 	}
 	t.Logf("drained node %s votes in %d groups: %v", lead.cfg.ID, len(voting), voting)
 
-	got := make(chan string, 8192)
-	sub, ack := lead.persistent5(t, cr, "sub", true, got)
-	if ack.ReasonCode != 0 {
-		t.Fatalf("subscriber CONNACK %#x", ack.ReasonCode)
-	}
-	if r := subscribe(t, sub, "d/#"); r != 1 {
-		t.Fatalf("SUBACK %#x", r)
-	}
-	if err := sub.Disconnect(&paho.Disconnect{}); err != nil {
-		t.Fatal(err)
-	}
-
-	disc := make(chan byte, 1)
-	pub := lead.mqtt5Watched(t, cr, "pub", disc)
-	var acked []string
-	publishOne := func(i int) bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		payload := fmt.Sprintf("m%05d", i)
-		r, err := pub.Publish(ctx, &paho.Publish{Topic: "d/x", QoS: 1, Payload: []byte(payload)})
-		if err != nil || r == nil || r.ReasonCode >= 0x80 {
-			return false
-		}
-		acked = append(acked, "d/x="+payload)
-		return true
-	}
-	for i := range 50 {
-		if !publishOne(i) {
-			t.Fatalf("publish %d before the drain failed", i)
-		}
-	}
-	type drained struct {
-		code int
-		rep  drainReport
-		err  error
-	}
-	done := make(chan drained, 1)
-	go func() {
-		code, rep, err := postDrain(lead, testToken)
-		done <- drained{code, rep, err}
-	}()
+	l := startDrainLoad(t, lead, cr)
+	done := drainAsync(lead)
 	var result *drained
 	moved := false
 	for i := 50; i < 20000 && (result == nil || i < 150); i++ {
@@ -217,11 +178,11 @@ func TestDrainMovesReplicasUnderLoad(t *testing.T) {
 			default:
 			}
 		}
-		if publishOne(i) {
+		if l.publish(i) {
 			continue
 		}
 		select {
-		case code := <-disc:
+		case code := <-l.disc:
 			if code != 0x9c {
 				t.Fatalf("the drained node disconnected the publisher with %#x, want 0x9c", code)
 			}
@@ -233,7 +194,7 @@ func TestDrainMovesReplicasUnderLoad(t *testing.T) {
 		}
 		moved = true
 		next := c.leader(t, tenant, lead)
-		pub = next.mqtt5Watched(t, cr, "pub", disc)
+		l.pub = next.mqtt5Watched(t, cr, "pub", l.disc)
 	}
 	if result == nil {
 		select {
@@ -251,7 +212,7 @@ func TestDrainMovesReplicasUnderLoad(t *testing.T) {
 	if !moved {
 		t.Fatal("the publisher was never moved off the drained node")
 	}
-	t.Logf("drain answered in %d ms: %d leaderships and %d replicas moved, %d acknowledged so far", rep.TookMS, rep.Moved, rep.ReplicasMoved, len(acked))
+	t.Logf("drain answered in %d ms: %d leaderships and %d replicas moved, %d acknowledged so far", rep.TookMS, rep.Moved, rep.ReplicasMoved, len(l.acked))
 
 	for _, id := range tenants {
 		poll(t, 10*time.Second, id+": its factor of voters, none on the drained node", func() bool {
@@ -271,9 +232,9 @@ func TestDrainMovesReplicasUnderLoad(t *testing.T) {
 			t.Fatalf("%s after the drained node stopped: %v %v", id, r, err)
 		}
 		if id == tenant {
-			pub = pc
+			l.pub = pc
 			for i := 20000; i < 20050; i++ {
-				if !publishOne(i) {
+				if !l.publish(i) {
 					t.Fatalf("publish %d after the drained node stopped failed", i)
 				}
 			}
@@ -281,25 +242,5 @@ func TestDrainMovesReplicasUnderLoad(t *testing.T) {
 	}
 
 	next := c.leader(t, tenant, lead)
-	_, ack = next.persistent5(t, cr, "sub", false, got)
-	if ack.ReasonCode != 0 || !ack.SessionPresent {
-		t.Fatalf("subscriber at the new leader: reason %#x, session present %v", ack.ReasonCode, ack.SessionPresent)
-	}
-	want := map[string]bool{}
-	for _, m := range acked {
-		want[m] = true
-	}
-	seen := map[string]int{}
-	deadline := time.After(15 * time.Second)
-	for missing := len(want); missing > 0; {
-		select {
-		case m := <-got:
-			if seen[m]++; seen[m] == 1 && want[m] {
-				missing--
-			}
-		case <-deadline:
-			t.Fatalf("%d of %d acknowledged messages never delivered (first missing %s)", missing, len(acked), firstMissing(acked, seen))
-		}
-	}
-	t.Logf("all %d acknowledged messages delivered after the drain and the stop, 0 lost", len(acked))
+	l.checkDelivered(t, next, "after the drain and the stop")
 }
