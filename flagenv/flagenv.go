@@ -114,6 +114,21 @@ func (r Rule) Apply(fs *flag.FlagSet, getenv func(string) string) (Report, error
 	return rep, errors.Join(errs...)
 }
 
+// Parse parses args into fs, then fills from getenv what the command line
+// left unset (Apply). An error from the environment is prefixed "config:",
+// one from the command line is the flag package's own, so that
+// errors.Is(err, flag.ErrHelp) still holds for -h.
+func (r Rule) Parse(fs *flag.FlagSet, args []string, getenv func(string) string) (Report, error) {
+	if err := fs.Parse(args); err != nil {
+		return Report{}, err
+	}
+	rep, err := r.Apply(fs, getenv)
+	if err != nil {
+		return rep, fmt.Errorf("config: %w", err)
+	}
+	return rep, nil
+}
+
 // loggable is val as the startup log may show it (Redact).
 func loggable(val string, secret bool) string {
 	if secret {

@@ -2,6 +2,7 @@ package flagenv
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"io"
 	"log/slog"
@@ -231,5 +232,32 @@ func TestDistance(t *testing.T) {
 		if got := distance(c.a, c.b, c.limit); got != c.want {
 			t.Errorf("distance(%q, %q, %d) = %d, want %d", c.a, c.b, c.limit, got, c.want)
 		}
+	}
+}
+
+// TestParse: the command line is parsed before the environment fills the
+// rest; -h stays flag.ErrHelp, and an environment error is a config error
+// naming its variable.
+func TestParse(t *testing.T) {
+	fs, f := newFlags()
+	fs.SetOutput(io.Discard)
+	env := map[string]string{"BERTH_MAX_QUEUED": "7", "BERTH_LOG_LEVEL": "warn"}
+	if _, err := testRule.Parse(fs, []string{"-log-level", "debug"}, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if f.level != "debug" || f.queued != 7 {
+		t.Errorf("log-level %q max-queued %d, want debug (command line) and 7 (environment)", f.level, f.queued)
+	}
+
+	fs, _ = newFlags()
+	fs.SetOutput(io.Discard)
+	if _, err := testRule.Parse(fs, []string{"-h"}, func(string) string { return "" }); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v, want flag.ErrHelp", err)
+	}
+
+	fs, _ = newFlags()
+	_, err := testRule.Parse(fs, nil, func(k string) string { return map[string]string{"BERTH_MAX_QUEUED": "many"}[k] })
+	if err == nil || !strings.HasPrefix(err.Error(), "config: BERTH_MAX_QUEUED") {
+		t.Errorf("bad variable: %v, want a config error naming BERTH_MAX_QUEUED", err)
 	}
 }

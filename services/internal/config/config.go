@@ -141,12 +141,9 @@ func Parse(fs *flag.FlagSet, args []string, getenv func(string) string) (Config,
 func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, flagenv.Report, error) {
 	var c Config
 	c.Register(fs)
-	if err := fs.Parse(args); err != nil {
-		return c, flagenv.Report{}, err
-	}
-	rep, err := EnvRule().Apply(fs, getenv)
+	rep, err := EnvRule().Parse(fs, args, getenv)
 	if err != nil {
-		return c, rep, fmt.Errorf("config: %w", err)
+		return c, rep, err
 	}
 	return c, rep, c.Validate()
 }
