@@ -12,7 +12,7 @@ DEV     := infra/dev
 export BERTH_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:$(or $(BERTH_PG_PORT),54329)/postgres?sslmode=disable
 export BERTH_TEST_REDIS_URL    ?= redis://127.0.0.1:$(or $(BERTH_REDIS_PORT),63790)/0
 
-.PHONY: help run test lint bench bench-idle bench-micro bench-backlog bench-replay crash-qos1 crash-qos2 replica-idle replica-crash fault fault-repl fuzz dev-up dev-down build images clean web web-deps web-perf
+.PHONY: help run test lint bench bench-repl bench-idle bench-micro bench-backlog bench-replay crash-qos1 crash-qos2 replica-idle replica-crash fault fault-repl fuzz dev-up dev-down build images clean web web-deps web-perf
 
 help: ## show this help
 	@echo "Berth: multi-tenant hosted MQTT."
@@ -33,6 +33,9 @@ lint: ## gofmt, go vet and staticcheck over every module
 
 bench: ## Berth vs mosquitto, mochi-mqtt and NATS on loopback, one table in bench/results/ (BENCH_FLAGS=-quick: smoke run)
 	@bench/run.sh $(BENCH_FLAGS)
+
+bench-repl: ## QoS 1 ingest (node CPU per million) and latency at 1,000 msg/s, R3 (pro) against R1 (free) in alternating rounds, 3 node processes via the gateway (BENCH_FSYNC, BENCH_FLAGS=-quick)
+	@bench/repl.sh $(BENCH_FLAGS)
 
 bench-idle: ## RSS per idle connection, Berth beside mosquitto, at IDLE_CONNS held connections (default 10000,100000; needs RLIMIT_NOFILE above the largest)
 	@BENCH_BROKERS=berth,mosquitto bench/run.sh -only '^conn-' -conns $(or $(IDLE_CONNS),10000,100000) $(BENCH_FLAGS)

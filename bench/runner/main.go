@@ -8,7 +8,8 @@
 //	runner -bin DIR -out bench/results [-brokers berth,mosquitto,mochi] [-quick]
 //
 // DIR holds loadtest, broker (Berth) and mochi. -gateway HOST:PORT adds a
-// column measured through a running gateway (full stack).
+// column measured through a running gateway (full stack). `runner repl`
+// is make bench-repl's R3-against-R1 rounds (repl.go).
 package main
 
 import (
@@ -106,6 +107,9 @@ func parse(args []string) (config, error) {
 }
 
 func runMain(args []string) error {
+	if len(args) > 0 && args[0] == "repl" {
+		return runRepl(args[1:])
+	}
 	cfg, err := parse(args)
 	if err != nil {
 		return err
