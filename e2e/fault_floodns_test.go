@@ -149,8 +149,8 @@ func newCPUCgroup(t *testing.T, cores float64) *cpuCgroup {
 // namespace, flooding addr. wait returns its counts once it has ended.
 func startFlood(t *testing.T, bin string, n *floodNet, cg *cpuCgroup, addr string) (wait func() floodCounts) {
 	t.Helper()
-	cmd := exec.Command("sh", "-c", `echo $$ > "$0" && exec ip netns exec "$1" "$2" -addr "$3" -sources "$4" -rate "$5" -for "$6" -workers "$7"`,
-		cg.procs, n.ns, bin, addr, strings.Join(n.sources, ","), strconv.Itoa(floodRate), floodFor.String(), strconv.Itoa(floodWorkers))
+	cmd := exec.Command("sh", "-c", `echo $$ > "$0" && exec ip netns exec "$1" "$2" -addr "$3" -sources "$4" -rate "$5" -for "$6" -workers "$7" -dial-timeout "$8"`,
+		cg.procs, n.ns, bin, addr, strings.Join(n.sources, ","), strconv.Itoa(floodRate), floodFor.String(), strconv.Itoa(floodWorkers), floodDialTimeout.String())
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Start(); err != nil {
@@ -176,7 +176,7 @@ func startFlood(t *testing.T, bin string, n *floodNet, cg *cpuCgroup, addr strin
 		}
 		var c floodCounts
 		if err == nil {
-			_, err = fmt.Sscan(out.String(), &c.attempts, &c.refused, &c.connacked, &c.dialErr, &c.took, &c.cpu)
+			_, err = fmt.Sscan(out.String(), &c.attempts, &c.refused, &c.connacked, &c.dialErr, &c.dropped, &c.took, &c.cpu)
 		}
 		if err != nil {
 			t.Fatalf("the flooder: %v\nstdout: %s\nstderr: %s", err, out.String(), errOut.String())
@@ -188,6 +188,7 @@ func startFlood(t *testing.T, bin string, n *floodNet, cg *cpuCgroup, addr strin
 // floodCounts is what the flooder reports.
 type floodCounts struct {
 	attempts, refused, connacked, dialErr int64
+	dropped                               int64         // the SYN went unanswered within floodDialTimeout
 	took, cpu                             time.Duration // wall time, and its CPU time (user + system)
 }
 

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	berth.dev/broker v0.0.0
 	berth.dev/testenv v0.0.0
+	github.com/cilium/ebpf v0.22.0
 	github.com/coder/websocket v1.8.15
 	github.com/eclipse/paho.golang v0.23.0
 	github.com/eclipse/paho.mqtt.golang v1.5.1

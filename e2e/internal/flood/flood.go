@@ -20,7 +20,8 @@ import (
 // Stats counts a flood's attempts by outcome.
 type Stats struct {
 	Attempts  atomic.Int64 // connects tried
-	DialErr   atomic.Int64 // connect failed or timed out
+	Dropped   atomic.Int64 // connect timed out: the SYN went unanswered (dropped in the gateway's kernel)
+	DialErr   atomic.Int64 // connect failed otherwise
 	Refused   atomic.Int64 // reset (or closed) without a byte back, at the dial or the read: refused at accept
 	Connacked atomic.Int64 // got an answer: reached authentication
 }
@@ -32,6 +33,11 @@ type Config struct {
 	Rate    int            // attempts a second
 	For     time.Duration  // how long
 	Workers int            // attempts at once at most
+	// DialTimeout bounds a connect: one whose SYN is not answered within
+	// it counts as dropped. Under the kernel's 1 s SYN retransmission, so
+	// a dropped attempt is one SYN; short, so that workers waiting on
+	// dropped SYNs do not slow the flood.
+	DialTimeout time.Duration
 }
 
 // Run floods until cfg.For has passed or ctx ends, and returns how long it
@@ -46,7 +52,7 @@ func Run(ctx context.Context, cfg Config, st *Stats) time.Duration {
 		go func() {
 			defer wg.Done()
 			for n := range tokens {
-				attempt(cfg.Addr, cfg.Sources[n%len(cfg.Sources)], connect, st)
+				attempt(cfg.Addr, cfg.Sources[n%len(cfg.Sources)], cfg.DialTimeout, connect, st)
 			}
 		}()
 	}
@@ -80,10 +86,15 @@ loop:
 }
 
 // attempt connects from src, sends connect and reads the answer.
-func attempt(addr string, src *net.TCPAddr, connect []byte, st *Stats) {
+func attempt(addr string, src *net.TCPAddr, timeout time.Duration, connect []byte, st *Stats) {
 	st.Attempts.Add(1)
-	d := net.Dialer{LocalAddr: src, Timeout: time.Second}
+	d := net.Dialer{LocalAddr: src, Timeout: timeout}
 	nc, err := d.Dial("tcp", addr)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		st.Dropped.Add(1)
+		return
+	}
 	if errors.Is(err, syscall.ECONNRESET) {
 		// The gateway resets a connection it refuses at accept; the RST can
 		// land before the dialer's check of the finished handshake.

@@ -48,6 +48,15 @@ type Config struct {
 	// address, an IPv6 /64) that are accepted but not yet authenticated
 	// and relayed; over it a new connection is closed at once, unread.
 	MaxPendingPerIP int
+	// SYNFilter drops a source's SYNs over PerIPRate/PerIPBurst in the
+	// kernel (package synfilter), before a SYN-ACK or an accept; off
+	// behind a load balancer, and off (logged) without CAP_BPF.
+	SYNFilter bool
+	// BehindLoadBalancer: devices reach the gateway through a load
+	// balancer that hides their addresses (SNAT, or PROXY protocol in
+	// front), so every connection's source is the balancer's. Turns the
+	// SYN filter off.
+	BehindLoadBalancer bool
 
 	DefaultMaxConnections int           // for tenants without a quotas row
 	HeartbeatTTL          time.Duration // connection-limit lease TTL
@@ -83,6 +92,7 @@ func DefaultConfig() Config {
 		AcceptRate:            2000,
 		AcceptBurst:           4000,
 		MaxPendingPerIP:       64,
+		SYNFilter:             true,
 		DefaultMaxConnections: 1000,
 		HeartbeatTTL:          10 * time.Second,
 		DrainGrace:            25 * time.Second,
@@ -118,6 +128,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.AcceptRate, "accept-rate", c.AcceptRate, "new connections per second for the whole gateway")
 	fs.IntVar(&c.AcceptBurst, "accept-burst", c.AcceptBurst, "global accept burst")
 	fs.IntVar(&c.MaxPendingPerIP, "max-pending-per-ip", c.MaxPendingPerIP, "connections per client IPv4 address or IPv6 /64 not yet authenticated; more are closed at accept")
+	fs.BoolVar(&c.SYNFilter, "syn-filter", c.SYNFilter, "drop SYNs over -per-ip-rate/-per-ip-burst per source in the kernel (eBPF; needs CAP_BPF or root, else off with an INFO line)")
+	fs.BoolVar(&c.BehindLoadBalancer, "behind-load-balancer", c.BehindLoadBalancer, "devices connect through a load balancer that hides their addresses (SNAT or PROXY protocol): turns -syn-filter off")
 	fs.IntVar(&c.DefaultMaxConnections, "default-max-connections", c.DefaultMaxConnections, "connection limit for tenants without quotas")
 	fs.DurationVar(&c.HeartbeatTTL, "lease-ttl", c.HeartbeatTTL, "connection-limit heartbeat TTL (a dead gateway's slots free after it)")
 	fs.BoolVar(&c.LimitFailClosed, "limit-fail-closed", c.LimitFailClosed, "refuse connections when Redis is unreachable (default admits)")

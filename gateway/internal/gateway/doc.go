@@ -6,6 +6,11 @@
 //
 // # A connection's path
 //
+//	SYN ─────▶ SYNFilter (package synfilter, eBPF on the listening socket): a
+//	   │        source's SYNs over PerIPRate/PerIPBurst dropped in the kernel, no
+//	   │        SYN-ACK, no accept (berth_gateway_syn_dropped_total); off behind a
+//	   │        load balancer or without CAP_BPF; detached from each admitted conn
+//	   ▼
 //	accept ──▶ global accept rate, per-IP connect rate,  (before any TLS/MQTT work)
 //	   │        pending connections per source ≤ MaxPendingPerIP
 //	   │        refused: reset at once (RST, SO_LINGER 0: no TIME_WAIT), unread, counted

@@ -110,6 +110,10 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 	e.cfg.JWKSURL = jwks.URL
 	e.cfg.GatewayID = "gw-test"
 	e.cfg.ConnectTimeout = 3 * time.Second
+	// The tests of the userspace limits (RST at accept) run without the
+	// kernel SYN filter, which would drop their SYNs first; synfilter_test
+	// turns it on.
+	e.cfg.SYNFilter = false
 	if o.config != nil {
 		o.config(&e.cfg)
 	}

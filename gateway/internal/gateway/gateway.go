@@ -22,6 +22,7 @@ import (
 	"berth.dev/gateway/internal/connlimit"
 	"berth.dev/gateway/internal/revocation"
 	"berth.dev/gateway/internal/route"
+	"berth.dev/gateway/internal/synfilter"
 )
 
 // Deps are the parts a Gateway uses; the caller starts and stops them.
@@ -52,7 +53,8 @@ type Gateway struct {
 	pendLog   *quietLog
 	refuseLog *quietLog
 	bufs      *bufPool
-	tls       *tls.Config // nil without a certificate
+	tls       *tls.Config       // nil without a certificate
+	syn       *synfilter.Filter // the kernel SYN filter; nil when off
 	tr        trace.Tracer
 
 	connCtx    context.Context // cancelled when Shutdown gives up waiting
@@ -134,6 +136,8 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 		}
 		g.tls = &tls.Config{GetCertificate: cr.getCertificate, MinVersion: tls.VersionTLS12, NextProtos: []string{"mqtt"}}
 	}
+	g.syn = loadSYNFilter(&cfg, d.Logger) // closed by Shutdown
+	reg.MustRegister(synDroppedMetric(g.syn))
 	return g, nil
 }
 
@@ -175,6 +179,11 @@ func (g *Gateway) Start(ctx context.Context) error {
 		want = append(want, lc{KindMetrics, g.cfg.MetricsListen})
 	}
 	var lcfg net.ListenConfig
+	if g.syn != nil {
+		// The kernel takes no socket filter on Multipath TCP, Go's
+		// default; MPTCP clients fall back to TCP.
+		lcfg.SetMultipathTCP(false)
+	}
 	for _, w := range want {
 		ln, err := lcfg.Listen(ctx, "tcp", w.addr)
 		if err != nil {
@@ -187,6 +196,9 @@ func (g *Gateway) Start(ctx context.Context) error {
 		}
 		g.addrs[w.kind] = ln.Addr()
 		g.mu.Unlock()
+		if w.kind != KindMetrics {
+			g.attachSYNFilter(w.kind, ln)
+		}
 		g.log.Info("listening", "kind", w.kind, "addr", ln.Addr().String())
 		switch w.kind {
 		case KindTCP:
@@ -315,6 +327,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.loops.Wait()
 	g.pendLog.stop() // the summaries still due
 	g.refuseLog.stop()
+	if g.syn != nil {
+		g.syn.Close()
+	}
 	return err
 }
 

@@ -108,6 +108,7 @@ func (g *Gateway) admit(c net.Conn) (*pendingSlot, bool) {
 		}
 		return nil, false
 	}
+	g.detachSYNFilter(c)
 	return slot, true
 }
 

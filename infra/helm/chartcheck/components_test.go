@@ -186,3 +186,25 @@ func TestServiceMonitors(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayBehindLoadBalancer: the gateway's per-source SYN filter is
+// off when its Service hides the devices' addresses
+// (externalTrafficPolicy Cluster, or a ClusterIP Service behind a proxy),
+// on with the default LoadBalancer and externalTrafficPolicy Local.
+func TestGatewayBehindLoadBalancer(t *testing.T) {
+	h := newHelm(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "false"},
+		{[]string{"--set", "gateway.service.externalTrafficPolicy=Cluster"}, "true"},
+		{[]string{"--set", "gateway.service.type=ClusterIP"}, "true"},
+	} {
+		objs := render(t, h, append([]string{"--set", "image.tag=0.1.0"}, tc.args...)...)
+		dep := find[*appsv1.Deployment](t, objs, "Deployment", "berth-gateway")
+		if got, _ := flagValue(dep.Spec.Template.Spec.Containers[0].Args, "behind-load-balancer"); got != tc.want {
+			t.Errorf("%v: -behind-load-balancer=%q, want %q", tc.args, got, tc.want)
+		}
+	}
+}
