@@ -53,9 +53,11 @@ func TestRecordOnlyForward(t *testing.T) {
 		{"lower epoch refused", Placement{Leader: "node_2", Replicas: all3, Epoch: 4}, ErrStale, Placement{Leader: "node_1", Replicas: all3, Epoch: 5}},
 		{"same epoch, another leader refused", Placement{Leader: "node_2", Replicas: all3, Epoch: 5}, ErrStale, Placement{Leader: "node_1", Replicas: all3, Epoch: 5}},
 		{"same record again is a no-op", Placement{Leader: "node_1", Replicas: all3, Epoch: 5}, nil, Placement{Leader: "node_1", Replicas: all3, Epoch: 5}},
-		{"same epoch and leader, new replicas", Placement{Leader: "node_1", Replicas: []string{"node_1", "node_3"}, Epoch: 5}, nil, Placement{Leader: "node_1", Replicas: []string{"node_1", "node_3"}, Epoch: 5}},
-		{"higher epoch moves the leader", Placement{Leader: "node_3", Replicas: all3, Epoch: 9}, nil, Placement{Leader: "node_3", Replicas: all3, Epoch: 9}},
-		{"epoch 0 refused", Placement{Leader: "node_3", Replicas: all3, Epoch: 0}, nil, Placement{Leader: "node_3", Replicas: all3, Epoch: 9}},
+		{"same epoch and leader, new configuration", Placement{Leader: "node_1", Replicas: []string{"node_1", "node_3"}, Epoch: 5, ConfigIndex: 40}, nil, Placement{Leader: "node_1", Replicas: []string{"node_1", "node_3"}, Epoch: 5, ConfigIndex: 40}},
+		{"same epoch and leader, an older configuration refused", Placement{Leader: "node_1", Replicas: all3, Epoch: 5, ConfigIndex: 39}, ErrStale, Placement{Leader: "node_1", Replicas: []string{"node_1", "node_3"}, Epoch: 5, ConfigIndex: 40}},
+		{"same epoch and leader, the same configuration index with other replicas refused", Placement{Leader: "node_1", Replicas: all3, Epoch: 5, ConfigIndex: 40}, ErrStale, Placement{Leader: "node_1", Replicas: []string{"node_1", "node_3"}, Epoch: 5, ConfigIndex: 40}},
+		{"higher epoch moves the leader, whatever its config index", Placement{Leader: "node_3", Replicas: all3, Epoch: 9, ConfigIndex: 12}, nil, Placement{Leader: "node_3", Replicas: all3, Epoch: 9, ConfigIndex: 12}},
+		{"epoch 0 refused", Placement{Leader: "node_3", Replicas: all3, Epoch: 0}, nil, Placement{Leader: "node_3", Replicas: all3, Epoch: 9, ConfigIndex: 12}},
 	}
 	for _, st := range steps {
 		st.p.TenantID = "ten_a"
@@ -72,7 +74,7 @@ func TestRecordOnlyForward(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Leader != st.want.Leader || got.Epoch != st.want.Epoch || !slices.Equal(got.Replicas, st.want.Replicas) {
+		if got.Leader != st.want.Leader || got.Epoch != st.want.Epoch || got.ConfigIndex != st.want.ConfigIndex || !slices.Equal(got.Replicas, st.want.Replicas) {
 			t.Fatalf("%s: stored %+v, want %+v", st.name, got, st.want)
 		}
 	}
@@ -260,6 +262,15 @@ func TestRecorder(t *testing.T) {
 		r.Leading(Placement{TenantID: "ten_a", Leader: "node_1", Replicas: all3, Epoch: 7})
 		r.Leading(Placement{TenantID: "ten_a", Leader: "node_2", Replicas: all3, Epoch: 6}) // late, lower
 		waitPlacement(t, s, "ten_a", func(p Placement) bool { return p.Epoch == 7 && p.Leader == "node_1" })
+	})
+	t.Run("within an epoch, reports coalesce to the newest configuration", func(t *testing.T) {
+		r.Leading(Placement{TenantID: "ten_a", Leader: "node_1", Replicas: []string{"node_1", "node_2"}, Epoch: 7, ConfigIndex: 30})
+		r.Leading(Placement{TenantID: "ten_a", Leader: "node_1", Replicas: all3, Epoch: 7, ConfigIndex: 20}) // late, older
+		waitPlacement(t, s, "ten_a", func(p Placement) bool { return p.ConfigIndex == 30 })
+		waitPending(t, r)
+		if p, _ := s.Get(context.Background(), "ten_a"); !slices.Equal(p.Replicas, []string{"node_1", "node_2"}) {
+			t.Fatalf("an older configuration's report won: %+v", p)
+		}
 	})
 	t.Run("a stale report is dropped, not retried", func(t *testing.T) {
 		r.Leading(Placement{TenantID: "ten_a", Leader: "node_3", Replicas: all3, Epoch: 2})

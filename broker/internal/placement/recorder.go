@@ -20,7 +20,8 @@ type RecorderOptions struct {
 
 // Recorder writes the leaderships a replica host reports, off the host's
 // path (a Raft loop must not wait on Postgres): Leading only queues, one
-// goroutine writes. Reports for one tenant coalesce to the highest epoch.
+// goroutine writes. Reports for one tenant coalesce to the highest epoch
+// (and, within it, configuration index).
 // A write that fails is retried with backoff until it lands, turns out
 // stale, or a newer report replaces it; one whose tenant no longer exists
 // is dropped. New → Start → Shutdown.
@@ -54,10 +55,12 @@ func NewRecorder(store *Store, opt RecorderOptions) *Recorder {
 }
 
 // Leading reports that p.Leader (this node) leads p.TenantID's group since
-// p.Epoch. It never blocks.
+// p.Epoch, with the voters of its configuration at p.ConfigIndex: at its
+// election and after every configuration change it applies. It never
+// blocks.
 func (r *Recorder) Leading(p Placement) {
 	r.mu.Lock()
-	if cur, ok := r.pending[p.TenantID]; !ok || cur.Epoch <= p.Epoch {
+	if cur, ok := r.pending[p.TenantID]; !ok || !newer(cur, p) {
 		r.pending[p.TenantID] = p
 	}
 	r.mu.Unlock()
@@ -154,7 +157,7 @@ func (r *Recorder) flush(ctx context.Context) bool {
 			continue
 		}
 		r.mu.Lock()
-		if cur, ok := r.pending[p.TenantID]; ok && cur.Epoch == p.Epoch && cur.Leader == p.Leader {
+		if cur, ok := r.pending[p.TenantID]; ok && cur.Epoch == p.Epoch && cur.Leader == p.Leader && cur.ConfigIndex == p.ConfigIndex {
 			delete(r.pending, p.TenantID)
 		}
 		r.mu.Unlock()
@@ -167,4 +170,10 @@ func (r *Recorder) flush(ctx context.Context) bool {
 func tenantGone(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "23503" && pe.ConstraintName == "tenant_placement_tenant_id_fkey"
+}
+
+// newer reports whether a is a later report than b: a higher epoch, or
+// the same with a higher configuration index.
+func newer(a, b Placement) bool {
+	return a.Epoch > b.Epoch || (a.Epoch == b.Epoch && a.ConfigIndex > b.ConfigIndex)
 }

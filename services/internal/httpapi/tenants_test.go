@@ -154,8 +154,10 @@ func TestTenantCRUD(t *testing.T) {
 		t.Fatalf("a refused downgrade changed the tenant: %+v", tn)
 	}
 	want(t, e.do(t, "PUT", "/v1/tenants/"+tn.ID+"/quotas", u.key, free.Defaults), http.StatusOK)
+	planc := listen(t, e, "berth_quotas") // the nodes follow the plan: the replication factor
 	p = e.do(t, "PATCH", "/v1/tenants/"+tn.ID, u.key, map[string]string{"plan": "free", "slug": "factory-8"})
 	want(t, p, http.StatusOK)
+	waitNotify(t, planc, "berth_quotas", tn.ID)
 	p.json(t, &tn)
 	if tn.Plan != "free" || tn.Slug != "factory-8" {
 		t.Fatalf("patched %+v", tn)

@@ -183,6 +183,11 @@ func (s *Store) UpdateTenant(ctx context.Context, accountID, tid string, u Tenan
 			if errors.As(q.Within(p.Max), &bound) {
 				return &PlanBoundsError{Plan: p.Name, Bound: bound}
 			}
+			// Nodes follow the plan too: it sets the tenant's replication
+			// factor (docs/replication.md, "Replication factor per plan").
+			if err := notify(ctx, tx, ChannelQuotas, tid); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
