@@ -60,6 +60,9 @@ type Config struct {
 	PeerSecretFile string
 	Zone           string
 	Replicas       int
+	// MoveDisconnectRate: devices disconnected per second at most when
+	// their tenant's leadership moves off this node (drain, rebalance).
+	MoveDisconnectRate int
 
 	// ProxySecretPrevious and NodeTokenPrevious are accepted beside the
 	// current values while those are rotated (docs/operations.md).
@@ -93,6 +96,8 @@ func defaultConfig() Config {
 		TraceCap:       100,
 		PeerListen:     ":7881",
 		Replicas:       3,
+
+		MoveDisconnectRate: 500,
 	}
 }
 
@@ -176,6 +181,7 @@ Flags:
 	fs.StringVar(&cfg.PeerSecretFile, "peer-secret-file", cfg.PeerSecretFile, "node: with -peers, a file holding the cluster secret (trailing newline ignored)")
 	fs.StringVar(&cfg.Zone, "zone", cfg.Zone, "node: this node's failure domain; a tenant's replicas go to distinct zones first")
 	fs.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "node: with -peers, the replicas (Raft voters) of every tenant, at most the cluster's size")
+	fs.IntVar(&cfg.MoveDisconnectRate, "move-disconnect-rate", cfg.MoveDisconnectRate, "node: devices disconnected per second at most (DISCONNECT 0x9C) when their tenant's leadership moves off this node (drain, rebalance)")
 	fs.BoolVar(&cfg.ShowVersion, "version", false, "print the version and revision, and exit")
 	if err := fs.Parse(args); err != nil {
 		return cfg, flagenv.Report{}, err

@@ -106,6 +106,11 @@ type Config struct {
 	// compaction (replica.Config.SnapshotEntries, CatchUpEntries; 0: the
 	// defaults, 10,000 and 5,000). Tests make them small.
 	RaftSnapshotEntries, RaftCatchUpEntries uint64
+	// MoveDisconnectRate bounds the devices this node disconnects per
+	// second (DISCONNECT 0x9C, 3.1.1: close) when a tenant's leadership
+	// moves to another node (drain, rebalance), across all its tenants
+	// (moverate.go); default 500.
+	MoveDisconnectRate int
 
 	HeaderTimeout     time.Duration // for the PROXY header; default 5 s
 	UsageInterval     time.Duration // usage flush period; default 10 s
@@ -147,6 +152,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ProposeTimeout <= 0 {
 		c.ProposeTimeout = 5 * time.Second
+	}
+	if c.MoveDisconnectRate <= 0 {
+		c.MoveDisconnectRate = defaultMoveDisconnectRate
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

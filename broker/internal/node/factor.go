@@ -95,5 +95,8 @@ func (r *replicas) settleKey(rg *replGroup) [4]uint64 {
 	if r.movingOff.Load() {
 		d = 1
 	}
+	if r.rebalanceActive() {
+		d |= 2
+	}
 	return [4]uint64{r.host.IdentityChanges(), pv, d, rg.g.Term()}
 }

@@ -65,6 +65,7 @@ func (r *replicas) memberLoop() {
 				moving++
 			}
 		}
+		r.rebalancePass(list) // rebalance.go
 	}
 }
 
@@ -170,6 +171,9 @@ func (r *replicas) replacement(rg *replGroup) (old, nw uint64, next int) {
 			}
 		}
 	}
+	if old, next := r.shrink(rg, cur, want); next != settle { // a lower factor: shrink.go
+		return old, 0, next
+	}
 	if nw == 0 {
 		// A draining voter goes only when the group has one too many (its
 		// replacement votes already): measured against the factor, not
@@ -180,7 +184,7 @@ func (r *replicas) replacement(rg *replGroup) (old, nw uint64, next int) {
 				return v, 0, remove
 			}
 		}
-		return 0, 0, settle // every wanted replica votes
+		return r.rebalanceReplacement(rg, cur, want, 0) // every wanted replica votes: a voter too many?
 	}
 	switch {
 	case !r.host.Alive(nw):
@@ -197,7 +201,7 @@ func (r *replicas) replacement(rg *replGroup) (old, nw uint64, next int) {
 		}
 	}
 	if len(cur.Voters) >= len(wanted) && !(draining[r.self] && slices.Contains(cur.Voters, r.self)) {
-		return 0, 0, settle // nothing to replace, the group is not short of voters
+		return r.rebalanceReplacement(rg, cur, want, nw) // not short of voters: a rebalance's move?
 	}
 	return 0, nw, act
 }

@@ -43,7 +43,7 @@ func (n *Node) metrics() *nodeMetrics {
 			// 50 µs to about 3.3 s.
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 17),
 		})
-		m.reg.MustRegister(m.fsync, &nodeCollector{n: n, m: m},
+		m.reg.MustRegister(m.fsync, &nodeCollector{n: n, m: m}, raftCollector{n: n}, // raftmetrics.go
 			prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name: "berth_node_usage_flush_errors_total",
 				Help: "Usage flushes that failed (their deltas are kept and retried).",

@@ -59,7 +59,8 @@ type Node struct {
 
 	revoked revoked
 
-	repl *replicas // nil without Config.Peers (replication.go)
+	repl  *replicas  // nil without Config.Peers (replication.go)
+	pacer *movePacer // disconnects of devices whose tenant moved off (moverate.go)
 
 	metricsOnce  sync.Once // metrics.go
 	metricsState *nodeMetrics
@@ -87,7 +88,8 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, verifier: v, meter: usage.NewMeter(), tenants: make(map[string]*tenant), closingTenants: make(map[string]chan struct{}), deleted: make(map[string]bool)}
+	n := &Node{cfg: cfg, log: cfg.Logger, verifier: v, meter: usage.NewMeter(), tenants: make(map[string]*tenant), closingTenants: make(map[string]chan struct{}), deleted: make(map[string]bool),
+		pacer: newMovePacer(cfg.MoveDisconnectRate)}
 	if cfg.JWKSURL != "" {
 		n.keys = jwtauth.NewKeySet(jwtauth.KeySetOptions{URL: cfg.JWKSURL, Logger: cfg.Logger})
 		n.tokens = jwtauth.NewVerifier(n.keys, jwtauth.VerifierOptions{Issuer: cfg.Issuer})

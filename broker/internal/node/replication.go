@@ -81,6 +81,9 @@ type replicas struct {
 
 	mu     sync.Mutex
 	groups map[string]*replGroup // by tenant id
+	// removing: groups being cleaned up after this node was removed from
+	// them (removal.go), opened by nothing meanwhile.
+	removing map[string]bool
 
 	plansMu      sync.Mutex
 	plans        map[string]string // tenant id → plan (factor.go)
@@ -92,6 +95,7 @@ type replicas struct {
 	movingOff atomic.Bool
 	// pendingAtStart: new groups openAll left for peers' raft ids at start.
 	pendingAtStart int
+	rebal          rebalancing // rebalance.go
 }
 
 // replGroup is a tenant's group on this node.
@@ -106,6 +110,9 @@ type replGroup struct {
 	// settled is the settleKey at which memberLoop last found its
 	// configuration complete (membership.go's).
 	settled [4]uint64
+	// recorded is the term and configuration index leadLoop last
+	// recorded the placement at (placementconf.go).
+	recorded [2]uint64
 }
 
 // startReplication brings up the peer transport and the groups of the
@@ -117,7 +124,7 @@ func (n *Node) startReplication(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r := &replicas{n: n, self: raftIDOf(c.ID, inc), groups: map[string]*replGroup{}, size: c.Replicas}
+	r := &replicas{n: n, self: raftIDOf(c.ID, inc), groups: map[string]*replGroup{}, removing: map[string]bool{}, size: c.Replicas}
 	r.members = append(r.members, member{id: c.ID, peer: PeerID(c.ID), zone: c.Zone})
 	for _, p := range c.Peers {
 		r.members = append(r.members, member{id: p.ID, peer: PeerID(p.ID), zone: p.Zone})
@@ -138,6 +145,9 @@ func (n *Node) startReplication(ctx context.Context) error {
 	for _, p := range c.Peers {
 		host.AddPeer(PeerID(p.ID), p.Addr)
 	}
+	if err := r.sweepRemoved(); err != nil { // removal.go
+		return errors.Join(fmt.Errorf("node: replication: removed replicas: %w", err), r.close())
+	}
 	if r.pendingAtStart, err = r.openAll(ctx); err != nil {
 		return errors.Join(err, r.close())
 	}
@@ -148,6 +158,7 @@ func (n *Node) startReplication(ctx context.Context) error {
 	n.mu.Unlock()
 	n.goBackground(r.leadLoop)
 	n.goBackground(r.memberLoop)
+	n.goBackground(r.followPlans) // shrink.go
 	n.log.Info("replication up", "peer_listen", host.Addr(), "raft_id", r.self, "peers", len(c.Peers), "replicas", r.size, "groups", len(r.groups))
 	return nil
 }
@@ -186,13 +197,18 @@ func (r *replicas) group(tenantID string) (*replGroup, error) {
 	if rg := r.groups[tenantID]; rg != nil {
 		return rg, nil
 	}
+	if r.removing[tenantID] || r.isRemoved(tenantID) {
+		return nil, errNotVoter // removed from the group (removal.go)
+	}
 	members := r.designated(tenantID)
 	self := func(m member) bool { return m.id == r.n.cfg.ID }
-	if !slices.ContainsFunc(members, self) && !slices.ContainsFunc(r.wanted(tenantID), self) {
-		return nil, errNotVoter // neither a first voter nor a drain's replacement
-	}
 	gid := replica.NameID(tenantID) // the tenant's group, the same on every node
-	var voters []uint64             // none: the log here has the configuration, or the leader adds this node
+	if !slices.ContainsFunc(members, self) && !slices.ContainsFunc(r.wanted(tenantID), self) && !r.host.HasLog(gid) {
+		// Neither a first voter nor a drain's replacement, nor a replica
+		// already (one that -peers moved elsewhere: a rebalance moves it).
+		return nil, errNotVoter
+	}
+	var voters []uint64 // none: the log here has the configuration, or the leader adds this node
 	if !r.host.HasLog(gid) {
 		existed, err := r.placed(tenantID)
 		if err != nil {
@@ -291,7 +307,11 @@ func (r *replicas) leadLoop() {
 				budget--
 			}
 			r.follow(rg)
+			if !r.cleanUpRemoved(rg) { // removal.go
+				r.recordConfig(rg) // placementconf.go
+			}
 		}
+		r.reopenAsked()
 	}
 }
 
@@ -325,7 +345,7 @@ func (r *replicas) lead(rg *replGroup) {
 	}
 	rg.state.Store(serving)
 	term := rg.g.Term()
-	r.placement.Leading(placement.Placement{TenantID: rg.id, Leader: r.n.cfg.ID, Replicas: r.voterNames(rg), Epoch: term})
+	r.placement.Leading(placement.Placement{TenantID: rg.id, Leader: r.n.cfg.ID, Replicas: r.voterNames(rg), Epoch: term, ConfigIndex: rg.g.ConfIndex()})
 	r.n.log.Info("tenant led here", "tenant_id", rg.id, "term", term)
 }
 
@@ -349,7 +369,7 @@ func (r *replicas) close() error {
 
 // stepDown closes an open tenant shard this node no longer serves: its
 // MQTT 5 clients get DISCONNECT 0x9C (use another server), 3.1.1 clients
-// are closed.
+// are closed, at the node's move rate (moverate.go).
 func (n *Node) stepDown(t *tenant) {
 	n.mu.Lock()
 	if n.closing || n.tenants[t.id] != t {
@@ -359,5 +379,8 @@ func (n *Node) stepDown(t *tenant) {
 	delete(n.tenants, t.id)
 	n.closingTenants[t.id] = make(chan struct{})
 	n.mu.Unlock()
-	n.goBackground(func() { n.closeTenant(t, packet.ErrUseAnotherServer) })
+	n.goBackground(func() {
+		n.moveOff(t)
+		n.closeTenant(t, packet.ErrUseAnotherServer)
+	})
 }

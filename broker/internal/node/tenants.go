@@ -133,6 +133,13 @@ func (n *Node) tenant(ctx context.Context, id string) (*tenant, error) {
 			return t, nil
 		case closed != nil:
 			// Closing for idleness: its storage is still being closed.
+			// Replicated and led elsewhere now (its devices are being
+			// moved, moverate.go): refused at once, not after the move.
+			if r := n.replication(); r != nil {
+				if _, err := r.serving(id); err != nil {
+					return nil, err
+				}
+			}
 			select {
 			case <-closed:
 				continue

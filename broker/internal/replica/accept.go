@@ -71,6 +71,7 @@ func (t *Transport) serve(conn net.Conn) {
 			continue
 		}
 		t.framesIn.Add(1)
+		t.bytesIn.Add(frameBytes(len(payload)))
 		t.handle.handleFrame(cs, from, kind, group, payload)
 	}
 }

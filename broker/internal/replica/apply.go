@@ -46,12 +46,14 @@ func (g *Group) apply(ents []*pb.Entry) error {
 				return fmt.Errorf("%w: conf change %d: %v", ErrLogCorrupt, idx, err)
 			}
 			g.confState = g.rn.ApplyConfChange(&cc)
+			g.confNext = idx
 		case pb.EntryConfChangeV2:
 			var cc pb.ConfChangeV2
 			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
 				return fmt.Errorf("%w: conf change %d: %v", ErrLogCorrupt, idx, err)
 			}
 			g.confState = g.rn.ApplyConfChange(&cc)
+			g.confNext = idx
 		}
 		if idx > g.applied {
 			g.applied = idx

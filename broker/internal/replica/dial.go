@@ -102,6 +102,7 @@ func (t *Transport) pump(p *peer, fw *frameWriter) error {
 				return err
 			}
 			t.framesOut.Add(1)
+			t.bytesOut.Add(frameBytes(len(f.payload)))
 			select {
 			case f = <-p.q:
 				continue
@@ -166,6 +167,7 @@ func (t *Transport) stream(to, group uint64, write func(send func(kind byte, pay
 			return err
 		}
 		t.framesOut.Add(1)
+		t.bytesOut.Add(frameBytes(len(payload)))
 		return nil
 	})
 	if err == nil {

@@ -71,7 +71,8 @@
 //
 // Kinds: 1 raft message (protobuf raftpb.Message), 2 quiesce heartbeat (a
 // MsgHeartbeat), 3 node liveness (group 0; payload: the sender's current
-// raft id, 8 B, identity.go). A snapshot of a
+// raft id, 8 B, then its flags, 1 B, when any is set: 1 draining, 2 asks
+// for a rebalance, 4 rebalancing, 8 rebalance work left; identity.go). A snapshot of a
 // FileState group goes on a connection dialed for it alone (same
 // handshake), written blocking: 4 begin (index 8 B), 5 chunk (path len
 // 2 B | path, relative, "/"-separated | offset 8 B | ≤ 1 MiB of the file),

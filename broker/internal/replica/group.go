@@ -84,6 +84,14 @@ type Group struct {
 	// What this node has heard of the group's progress (progress.go).
 	knownCommit atomic.Uint64
 	heardTerm   atomic.Uint64
+
+	// For metrics and removal (status.go): the index of the configuration
+	// applied, this node's raft role, and (leading) the most committed
+	// entries a follower lacks, as of the last tick.
+	confIdx  atomic.Uint64 // stored after confAtom, read before it
+	confNext uint64        // (loop) the index of confState
+	roleAtom atomic.Uint32
+	lagAtom  atomic.Uint64
 }
 
 func newGroup(h *Host, id uint64, voters []uint64, sm StateMachine) (*Group, error) {
@@ -121,6 +129,8 @@ func newGroup(h *Host, id uint64, voters []uint64, sm StateMachine) (*Group, err
 			return nil, fmt.Errorf("replica: group %d: restore: %w", id, err)
 		}
 		g.applied = snap.GetMetadata().GetIndex()
+		g.confNext = g.applied
+		g.confIdx.Store(g.applied)
 	}
 	return g, nil
 }
@@ -254,6 +264,7 @@ func (g *Group) run() {
 		}
 		if ticked {
 			g.maybeQuiesce()
+			g.noteLag()
 		}
 	}
 }
@@ -282,6 +293,7 @@ func (g *Group) handleReady() error {
 		if rd.SoftState != nil {
 			g.lead = rd.SoftState.Lead
 			g.leadAtom.Store(g.lead)
+			g.roleAtom.Store(uint32(rd.SoftState.RaftState))
 		}
 		installed := false
 		if snap := rd.Snapshot; snap != nil && !raft.IsEmptySnap(snap) {
@@ -312,6 +324,7 @@ func (g *Group) handleReady() error {
 			}
 			g.applied = snap.GetMetadata().GetIndex()
 			g.confState = proto.Clone(snap.GetMetadata().GetConfState()).(*pb.ConfState)
+			g.confNext = g.applied
 			for i := range g.byIndex {
 				if i <= g.applied {
 					g.finish(g.byIndex[i], ErrLost)
@@ -329,6 +342,7 @@ func (g *Group) handleReady() error {
 		}
 		g.rn.Advance(rd)
 		g.confAtom.Store(g.confState)
+		g.confIdx.Store(g.confNext) // after confAtom: see ConfIndex
 		for _, r := range reports {
 			if r.snap {
 				g.rn.ReportSnapshot(r.to, r.status)

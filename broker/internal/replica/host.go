@@ -125,6 +125,7 @@ type Host struct {
 	seen   map[uint64]*atomic.Int64 // peer → unix ns of its last frame
 	live   map[uint64]bool          // liveness as the ticker last judged it
 	ids    peerIDs                  // peers' current raft ids (identity.go)
+	asked  map[uint64]struct{}      // groups not open a leader sent to (removal.go)
 	closed bool
 
 	stop chan struct{}
@@ -335,6 +336,7 @@ func (h *Host) handleFrame(cs *connState, from uint64, kind byte, group uint64, 
 	}
 	if g == nil {
 		h.unknownGroup.Add(1)
+		h.noteAsked(kind, group, payload) // removal.go
 		return
 	}
 	if kind >= kindSnapBegin {

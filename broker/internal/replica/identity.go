@@ -34,12 +34,13 @@ func NameID(name string) uint64 {
 // peerIDs maps the peers' transport ids to their current raft ids, both
 // ways. Guarded by Host.mu.
 type peerIDs struct {
-	hello  []byte            // this node's liveness payload: its raft id (and draining flag)
+	hello  []byte            // this node's liveness payload: its raft id (and flags)
+	own    byte              // this node's announced flags (SetFlags)
 	raftOf map[uint64]uint64 // transport id → raft id, as last announced
 	peerOf map[uint64]uint64 // raft id → transport id
-	// draining are the peers (transport ids) whose last liveness frame
-	// said they drain (Host.SetDraining).
-	draining map[uint64]bool
+	// flags are the peers' (transport ids) flags as their last liveness
+	// frame said (Host.SetFlags; FlagDraining: Host.SetDraining).
+	flags map[uint64]byte
 	// changes counts announcements of a raft id a peer did not have
 	// before (Host.IdentityChanges).
 	changes uint64
@@ -48,23 +49,43 @@ type peerIDs struct {
 func (p *peerIDs) init(self uint64) {
 	p.hello = binary.BigEndian.AppendUint64(nil, self)
 	p.raftOf, p.peerOf = map[uint64]uint64{}, map[uint64]uint64{}
-	p.draining = map[uint64]bool{}
+	p.flags = map[uint64]byte{}
 }
 
-// A draining node (Host.SetDraining) appends one byte, 1, to its raft id
-// in its liveness frames: its peers' leaders then move the replicas it
-// holds to other nodes (the caller's policy: PeerDraining). The frame is
-// 8 bytes again when the drain ends; a node that knows only the 8-byte
-// form ignores the 9-byte one and keeps the raft id it learned before.
-const drainingFlag = 1
+// A node may announce flags besides its raft id: one byte after it in its
+// liveness frames, never 0 (the frame is 8 bytes again when no flag is
+// set). FlagDraining (1): it drains, its peers' leaders move the replicas
+// it holds to other nodes (the caller's policy: PeerDraining). The other
+// bits are the caller's (the node's rebalance, node/rebalance.go). A node
+// that knows only the 8-byte form ignores the 9-byte one and keeps the
+// raft id it learned before; one that knows only FlagDraining ignores a
+// byte with other bits. NEVER CHANGE the meaning of a bit.
+const FlagDraining byte = 1
 
 // SetDraining announces to every peer, now and in every liveness frame,
 // whether this node drains.
 func (h *Host) SetDraining(on bool) {
-	h.mu.Lock()
-	hello := binary.BigEndian.AppendUint64(nil, h.cfg.NodeID)
 	if on {
-		hello = append(hello, drainingFlag)
+		h.SetFlags(FlagDraining, FlagDraining)
+	} else {
+		h.SetFlags(FlagDraining, 0)
+	}
+}
+
+// SetFlags sets the bits of mask in this node's announced flags to those
+// of value and announces them to every peer at once (when they changed)
+// and in every liveness frame.
+func (h *Host) SetFlags(mask, value byte) {
+	h.mu.Lock()
+	own := h.ids.own&^mask | value&mask
+	if own == h.ids.own {
+		h.mu.Unlock()
+		return
+	}
+	h.ids.own = own
+	hello := binary.BigEndian.AppendUint64(nil, h.cfg.NodeID)
+	if own != 0 {
+		hello = append(hello, own)
 	}
 	h.ids.hello = hello // replaced, never changed in place: sends of the old one stay valid
 	peers := make([]uint64, 0, len(h.seen))
@@ -77,29 +98,47 @@ func (h *Host) SetDraining(on bool) {
 	}
 }
 
+// Flags are this node's announced flags (SetFlags).
+func (h *Host) Flags() byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ids.own
+}
+
 // PeerDraining reports whether the peer with transport id peer said in its
 // last liveness frame that it drains.
 func (h *Host) PeerDraining(peer uint64) bool {
+	return h.PeerFlags(peer)&FlagDraining != 0
+}
+
+// PeerFlags are the flags the peer with transport id peer announced in its
+// last liveness frame (0: none, or no frame yet).
+func (h *Host) PeerFlags(peer uint64) byte {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.ids.draining[peer]
+	return h.ids.flags[peer]
 }
 
 // learnRaftID takes a liveness frame's payload from an authenticated peer.
 func (h *Host) learnRaftID(from uint64, payload []byte) {
-	if len(payload) != 8 && (len(payload) != 9 || payload[8] != drainingFlag) {
+	if len(payload) != 8 && (len(payload) != 9 || payload[8] == 0) {
 		return // a node that announces nothing: no raft message of it is taken
 	}
-	id, draining := binary.BigEndian.Uint64(payload), len(payload) == 9
+	id, flags := binary.BigEndian.Uint64(payload), byte(0)
+	if len(payload) == 9 {
+		flags = payload[8]
+	}
 	if id == 0 || id == h.cfg.NodeID {
 		h.tr.badMessages.Add(1)
 		return
 	}
 	h.mu.Lock()
-	if h.ids.draining[from] != draining {
-		h.ids.draining[from] = draining
+	if was := h.ids.flags[from]; was != flags {
+		h.ids.flags[from] = flags
 		h.ids.changes++
-		h.log.Info("replica: peer draining", "peer", from, "draining", draining)
+		if (was^flags)&FlagDraining != 0 {
+			h.log.Info("replica: peer draining", "peer", from, "draining", flags&FlagDraining != 0)
+		}
 	}
 	was := h.ids.raftOf[from]
 	if was == id {
@@ -139,7 +178,7 @@ func (h *Host) PeerRaftID(peer uint64) (uint64, bool) {
 
 // IdentityChanges counts the raft ids peers announced that they did not
 // have before (their first announcement included), and the changes of
-// their draining flags: what a caller that
+// their flags (SetFlags): what a caller that
 // reconciles configurations with the peers' ids watches.
 func (h *Host) IdentityChanges() uint64 {
 	h.mu.Lock()

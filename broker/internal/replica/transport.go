@@ -33,12 +33,17 @@ type TransportStats struct {
 	Dropped       uint64 // outbound frames dropped: peer queue full (frames or bytes) or peer unknown
 	FramesIn      uint64 // verified frames received
 	FramesOut     uint64 // frames written
+	BytesIn       uint64 // bytes of verified frames received (header, body and MAC)
+	BytesOut      uint64 // bytes of frames written (header, body and MAC)
 	BadMessages   uint64 // verified frames whose content was refused (wrong from/to, bad encoding)
 	ConnsAccepted uint64
 	// Snapshot streams (snapstream.go, snapin.go): started to followers, received
 	// whole, and installed into the state machine.
 	SnapshotsSent, SnapshotsReceived, SnapshotsInstalled uint64
 }
+
+// frameBytes is what one frame of payload n takes on the wire.
+func frameBytes(n int) uint64 { return uint64(frameHeaderSize + frameBodyHeader + n + macSize) }
 
 // Transport carries frames between nodes over TCP. Each node dials every peer
 // once and sends on that connection only; it receives on the connections its
@@ -67,6 +72,7 @@ type Transport struct {
 	cut atomic.Pointer[map[uint64]bool]
 
 	authFailures, macFailures, dropped, framesIn, framesOut, badMessages, connsAccepted atomic.Uint64
+	bytesIn, bytesOut                                                                   atomic.Uint64
 }
 
 type outFrame struct {
@@ -184,7 +190,7 @@ func (t *Transport) Stats() TransportStats {
 	return TransportStats{
 		AuthFailures: t.authFailures.Load(), MACFailures: t.macFailures.Load(), Dropped: t.dropped.Load(),
 		FramesIn: t.framesIn.Load(), FramesOut: t.framesOut.Load(), BadMessages: t.badMessages.Load(),
-		ConnsAccepted: t.connsAccepted.Load(),
+		ConnsAccepted: t.connsAccepted.Load(), BytesIn: t.bytesIn.Load(), BytesOut: t.bytesOut.Load(),
 	}
 }
 

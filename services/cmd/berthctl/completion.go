@@ -35,7 +35,7 @@ func runCompletion(ctx context.Context, e *env, args []string) error {
 func subcommandNames() [][2]string {
 	return [][2]string{
 		{"tenants", "list create use"}, {"credentials", "list create token revoke"}, {"quotas", "get set"},
-		{"topics", "list create delete"}, {"sessions", "list kick"}, {"traces", "list show"}, {"invoices", "list show"}, {"completion", "bash zsh fish"}, {"node", "drain"},
+		{"topics", "list create delete"}, {"sessions", "list kick"}, {"traces", "list show"}, {"invoices", "list show"}, {"completion", "bash zsh fish"}, {"node", "drain rebalance"},
 	}
 }
 

@@ -77,7 +77,7 @@ func commands() []command {
 		{"invoices", "list the account's invoices or show one's lines", runInvoices},
 		{"pub", "publish MQTT messages to the tenant", runPub},
 		{"sub", "subscribe over MQTT and print what arrives", runSub},
-		{"node", "operator: drain a broker node (hand its tenants to other nodes)", runNode},
+		{"node", "operator: drain a broker node (hand its tenants to other nodes), rebalance the cluster", runNode},
 		{"demo", "make (once) a demo account and device credential, print them as shell variables", runDemo},
 		{"completion", "print a shell completion script (bash, zsh or fish)", runCompletion},
 	}

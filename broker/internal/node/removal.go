@@ -1,0 +1,175 @@
+package node
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"berth.dev/broker/internal/replica"
+	"berth.dev/broker/internal/store"
+	"berth.dev/broker/internal/wal"
+)
+
+// A replica removed from its group (docs/replication.md, "Removed
+// replicas"): a drain's move, a plan's lower factor. Once this node has
+// applied a configuration it is no member of (replica.Group.Removed: the
+// removal is committed, so the group needs nothing from this copy any
+// more), leadLoop cleans up:
+//
+//  1. the group leaves r.groups and is marked removed here (no CONNECT, no
+//     scan opens it again meanwhile);
+//  2. a tombstone <data>/raft/removed/<group id> holding the tenant id is
+//     written (temp, fsync, rename, fsync directory);
+//  3. the group's loop and raft log, then the tenant's store, are closed;
+//  4. the raft directory <data>/raft/<group id> and the tenant's store
+//     directory are deleted.
+//
+// Crash-safe: before the tombstone, a restart replays the raft log, which
+// applies the removal again, and the cleanup runs again; after it, the
+// start (sweepRemoved) deletes whatever of the two directories is left and
+// never opens the group. A tombstoned group opens again only when its
+// leader sends this node a leader's message (it was added back as a
+// learner: replica.Host.Asked) and the node is one of the tenant's
+// replicas by placement: the tombstone goes first, then the group opens
+// empty and is caught up by snapshot like any new member.
+
+// removedDir holds the tombstones of the groups removed from this node.
+func (r *replicas) removedDir() string {
+	return filepath.Join(r.n.cfg.DataDir, "raft", "removed")
+}
+
+func (r *replicas) tombstone(gid uint64) string {
+	return filepath.Join(r.removedDir(), strconv.FormatUint(gid, 10))
+}
+
+// isRemoved reports whether the tenant's group was removed from this node
+// and not added back since. Called with r.mu held or not: it reads the
+// disk only.
+func (r *replicas) isRemoved(tenantID string) bool {
+	_, err := os.Stat(r.tombstone(replica.NameID(tenantID)))
+	return err == nil
+}
+
+// cleanUpRemoved runs the cleanup above for rg when its group removed this
+// node; it reports whether it did. Called from leadLoop.
+func (r *replicas) cleanUpRemoved(rg *replGroup) bool {
+	if !rg.g.Removed() || rg.state.Load() != following {
+		return false
+	}
+	if _, open := r.n.lookup(rg.id); open {
+		return false // its shard is still being stepped down
+	}
+	gid := rg.g.ID()
+	r.mu.Lock()
+	if r.groups[rg.id] != rg {
+		r.mu.Unlock()
+		return false
+	}
+	delete(r.groups, rg.id)
+	r.removing[rg.id] = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.removing, rg.id)
+		r.mu.Unlock()
+	}()
+	log := r.n.log.With("tenant_id", rg.id, "group", gid)
+	if err := wal.WriteFileAtomic(wal.OSFS{}, r.tombstone(gid), []byte(rg.id+"\n")); err != nil {
+		// Without a tombstone the copy must stay whole: the group is
+		// closed and the next start (or scan) opens it from its log and
+		// finds it removed again.
+		log.Error("replication: removed replica: writing its tombstone", "err", err)
+		err = errors.Join(r.host.CloseGroup(gid), rg.log.Close())
+		if err != nil {
+			log.Warn("replication: removed replica: closing", "err", err)
+		}
+		return true
+	}
+	err := errors.Join(r.host.CloseGroup(gid), rg.log.Close())
+	err = errors.Join(err, r.host.RemoveGroupData(gid), store.RemoveTenant(r.n.cfg.DataDir, rg.id))
+	if err != nil {
+		log.Warn("replication: removed replica: deleting its copy (the next start finishes)", "err", err)
+		return true
+	}
+	log.Info("replication: this node was removed from the tenant's group; its copy is deleted", "config_index", rg.g.ConfIndex())
+	return true
+}
+
+// sweepRemoved deletes what a crash left of removed groups' copies: the
+// raft and store directories of every tombstone. Run at start, before any
+// group opens.
+func (r *replicas) sweepRemoved() error {
+	entries, err := os.ReadDir(r.removedDir())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		gid, err := strconv.ParseUint(e.Name(), 10, 64)
+		if err != nil {
+			continue // a temp file of an interrupted write
+		}
+		b, err := os.ReadFile(filepath.Join(r.removedDir(), e.Name()))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		tenantID := strings.TrimSpace(string(b))
+		errs = append(errs, r.host.RemoveGroupData(gid))
+		if tenantID != "" && replica.NameID(tenantID) == gid {
+			errs = append(errs, store.RemoveTenant(r.n.cfg.DataDir, tenantID))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removedTenants lists the tenants whose group was removed from this node.
+func (r *replicas) removedTenants() []string {
+	entries, err := os.ReadDir(r.removedDir())
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, e := range entries {
+		if _, err := strconv.ParseUint(e.Name(), 10, 64); err != nil {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join(r.removedDir(), e.Name())); err == nil {
+			ids = append(ids, strings.TrimSpace(string(b)))
+		}
+	}
+	return ids
+}
+
+// reopenAsked opens again the removed groups whose leader wants this node
+// back (it sends it appends or a snapshot), when this node is one of the
+// tenant's replicas by placement (designated or wanted). Called from
+// leadLoop.
+func (r *replicas) reopenAsked() {
+	for _, gid := range r.host.Asked() {
+		b, err := os.ReadFile(r.tombstone(gid))
+		if err != nil {
+			continue // not removed here: a group this node never held, or one opening
+		}
+		tenantID := strings.TrimSpace(string(b))
+		self := func(m member) bool { return m.id == r.n.cfg.ID }
+		if !slices.ContainsFunc(r.designated(tenantID), self) && !slices.ContainsFunc(r.wanted(tenantID), self) {
+			continue
+		}
+		if err := os.Remove(r.tombstone(gid)); err != nil {
+			r.n.log.Warn("replication: removing a tombstone", "tenant_id", tenantID, "err", err)
+			continue
+		}
+		if _, err := r.group(tenantID); err != nil {
+			r.n.log.Warn("replication: reopening a group this node was added back to", "tenant_id", tenantID, "err", err)
+			continue
+		}
+		r.n.log.Info("replication: added back to a group it was removed from: joining as a new member", "tenant_id", tenantID)
+	}
+}
