@@ -132,6 +132,7 @@ func (s *Shard) serve(nc net.Conn, info ConnInfo, p Poller, done func()) {
 		c.traffic = &c.own
 	}
 	c.w.raw = rawConn(nc)
+	c.slab.pool = &s.msgBufs
 	c.writerDone.Add(1)
 	s.mu.Lock()
 	if s.closing {

@@ -303,6 +303,7 @@ func (c *conn) redeliverLocked() {
 				sess.dropLocked(reason)
 				continue
 			}
+			d.msg.unref()
 			d.msg = m
 			sess.inflight[d.id] = *d
 		}
@@ -312,6 +313,7 @@ func (c *conn) redeliverLocked() {
 			c.ctrl = c.ctrl[:start]
 			delete(sess.inflight, d.id)
 			sess.deadLetterLocked(DropTooLarge, d.msg, d.qos) // [MQTT-3.1.2-25]
+			d.msg.unref()
 			continue
 		}
 		c.ctrl = append(hdr, d.msg.payload...)
@@ -326,6 +328,7 @@ func (c *conn) redeliverLocked() {
 	for _, d := range requeue {
 		if d.msg.stored {
 			front = append(front, d.storedEntry())
+			d.msg.unref()
 		} else {
 			mem = append(mem, d)
 		}

@@ -76,6 +76,7 @@ func (s *Shard) deadLetter(r DropReason, m *message, qos byte, clientID string) 
 		d.mu.Unlock()
 		return
 	}
+	m.ref() // the pending dead letter's (msgbuf.go)
 	d.pending = append(d.pending, deadLetter{msg: m, reason: r, clientID: clientID})
 	d.mu.Unlock()
 	select {
@@ -99,6 +100,7 @@ func (s *Shard) deadLetterLoop() {
 		s.dlq.mu.Unlock()
 		for i := range batch {
 			dl := &batch[i]
+			held := dl.msg
 			m, err := s.materialize(dl.msg) // a stored message's payload is in the log
 			if err != nil {
 				s.opts.Logger.Warn("dead letter unreadable", "err", err)
@@ -107,8 +109,9 @@ func (s *Shard) deadLetterLoop() {
 				s.dlq.mu.Unlock()
 			} else {
 				dl.msg = m
-				s.publishInternal(deadLetterMessage(dl))
+				s.publishInternal(deadLetterMessage(dl)) // a copy
 			}
+			held.unref()
 			*dl = deadLetter{}
 		}
 	}

@@ -74,16 +74,21 @@
 // nothing per subscriber (pinned by TestRouteAllocations and
 // TestEncodeAllocations).
 //
-// Message memory (payloads, slab chunks, cached headers) is never reused:
-// the garbage collector frees it once no queue, inflight window,
-// retained store, replay or writer holds the message. What is reused,
-// through per-shard pools, is read buffers and the writer's batch arena;
-// nothing may point into them once given back. Tests run shards in a
-// poisoning mode (poison.go) that overwrites every pooled buffer as it
-// is given back, with self-describing payloads checked byte for byte
-// (TestBuffersNotReusedWhileHeld, FuzzBufferSchedule): a holder left
-// pointing into a recycled buffer delivers a wrong payload there. A
-// reference-counted pool for message memory must keep those tests green.
+// Small messages (slab chunks) are never reused: the garbage collector
+// frees them once no queue, inflight window, retained store, replay or
+// writer holds them. A big message (over slabMaxCopy, up to 1 MiB) is
+// built in a size-classed buffer from a per-shard pool and counts its
+// holders: reader, queue entries, inflight entries, the writer's batch
+// until written, pending dead letters; the last to let go gives the
+// buffer back (msgbuf.go). The retained store, wills and other long-lived
+// messages take unpooled copies. Read buffers and the writer's batch
+// arena are pooled too; nothing may point into them once given back.
+// Tests run shards in a poisoning mode (poison.go) that overwrites every
+// pooled buffer as it is given back, with self-describing payloads
+// checked byte for byte (TestBuffersNotReusedWhileHeld,
+// FuzzBufferSchedule, TestPooledPayloadOutlivesEarlyPuback): a holder
+// left pointing into a recycled buffer delivers a wrong payload there;
+// TestMessageBuffersReturned counts that every buffer comes back.
 //
 // # Durability (Options.MessageLog)
 //

@@ -185,7 +185,9 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 	matched := s.publishAt(m, &c.in.matches, &c.out, now)
 	if m.lost && p.QoS > 0 {
 		refund(c.info.Limiter)
-		return c.refuseUnlogged(m, p, tr)
+		err := c.refuseUnlogged(m, p, tr)
+		m.unref()
+		return err
 	}
 	// Accepted: the one count billing bills (Stats.MessagesAccepted).
 	s.stats.msgsAccept.Add(1)
@@ -198,6 +200,7 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 		// [MQTT-4.3.2-4] [MQTT-4.3.3-8], after the fsync under -fsync always.
 		err = c.ackPublish(m, p.QoS, p.PacketID, code)
 	}
+	m.unref()
 	if tr != nil && !tr.parked {
 		errText := ""
 		if err != nil {
@@ -235,6 +238,7 @@ func (c *conn) handleAck(a *packet.Ack) error {
 			delete(sess.inflight, a.PacketID) // the id is free again (MQTT 5.0 section 2.2.1)
 			sess.endTraceLocked(a.PacketID, true, "")
 			c.noteAckedLocked(&d)
+			d.msg.unref()
 		}
 	case packet.TypePubrec:
 		d, ok := sess.inflight[a.PacketID]
@@ -250,10 +254,12 @@ func (c *conn) handleAck(a *packet.Ack) error {
 			if c.sentLogged(&d) {
 				c.appendQoS2Locked(store.StateOutCompleted, a.PacketID)
 			}
+			d.msg.unref()
 			break
 		}
 		logged := c.sentLogged(&d)
 		d.state = stateReleased
+		d.msg.unref()
 		d.msg = nil // the payload is not needed any more
 		sess.inflight[a.PacketID] = d
 		if logged {

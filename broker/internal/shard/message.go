@@ -50,6 +50,12 @@ type message struct {
 	chunk *message
 	owned atomic.Pointer[message] // the copy own made, once
 
+	// buf is the pooled buffer the message was built in, nil for memory
+	// of its own; refs counts its holders, the last gives buf back
+	// (msgbuf.go).
+	buf  *msgBuf
+	refs atomic.Int32
+
 	// Cached encoded PUBLISH headers (fixed header, topic, placeholder
 	// packet id, properties) per protocol and QoS, built on first use and
 	// immutable afterwards; writers copy one and patch the packet id and

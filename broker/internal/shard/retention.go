@@ -125,6 +125,7 @@ func (sess *session) dropBelowLocked(cut uint64) int {
 		for id, d := range sess.inflight {
 			if d.state == statePublish && d.msg != nil && d.msg.stored && d.msg.off-1 < cut {
 				delete(sess.inflight, id)
+				d.msg.unref()
 				sess.dropLocked(DropRetention)
 				lost++
 			}

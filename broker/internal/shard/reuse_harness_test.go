@@ -85,7 +85,8 @@ type reuseTenant struct {
 	t       testing.TB
 	id      byte
 	addr    string
-	durable bool // has a message log: offline queues are stored, replay works
+	durable bool        // has a message log: offline queues are stored, replay works
+	dialer  *net.Dialer // nil: a plain one
 
 	checked, big, retained, replayed, bad atomic.Int64
 	published                             atomic.Int64
@@ -127,7 +128,11 @@ func (c *reuseConn) send(p appender) error {
 // dial connects id; a persistent session (clean false) outlives the
 // connection by five minutes.
 func (tn *reuseTenant) dial(id string, clean bool) (*reuseConn, error) {
-	nc, err := net.DialTimeout("tcp", tn.addr, 5*time.Second)
+	d := tn.dialer
+	if d == nil {
+		d = &net.Dialer{Timeout: 5 * time.Second}
+	}
+	nc, err := d.Dial("tcp", tn.addr)
 	if err != nil {
 		return nil, err
 	}

@@ -176,6 +176,7 @@ func (s *Shard) detach(c *conn, sendWill bool) {
 		if sess.queue.peek().qos == 0 {
 			d := sess.queue.pop()
 			sess.queuedBytes -= d.msg.size
+			d.msg.unref()
 			sess.dropLocked(DropOffline)
 			continue
 		}

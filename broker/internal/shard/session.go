@@ -173,6 +173,7 @@ func (sess *session) enqueue(d *delivery, now time.Time) (kick, out *conn) {
 	if m := d.msg; m.chunk != nil && (c == nil || sess.queue.sparse(m.chunk)) {
 		d.msg = m.own() // it may wait long: hold no more slab chunks
 	}
+	d.msg.ref()
 	sess.queue.push(*d)
 	sess.queuedBytes += size
 	sess.mu.Unlock()
@@ -220,13 +221,17 @@ func (sess *session) stopTimersLocked() {
 // dropAllLocked discards everything queued or inflight (the session ended).
 func (sess *session) dropAllLocked() {
 	for sess.queue.len() > 0 {
-		sess.queue.pop()
+		d := sess.queue.pop()
+		d.msg.unref()
 		sess.dropLocked(DropSessionEnded)
 	}
 	sess.queuedBytes = 0
 	for sess.stored.len() > 0 {
 		sess.stored.pop()
 		sess.dropLocked(DropSessionEnded)
+	}
+	for _, d := range sess.inflight {
+		d.msg.unref()
 	}
 	clear(sess.inflight)
 	clear(sess.awaitingRel)
@@ -328,6 +333,7 @@ func (sess *session) toStoredLocked() {
 		if d.msg.off != 0 {
 			sess.queuedBytes -= d.msg.size
 			sess.pushStoredLocked(d.storedEntry())
+			d.msg.unref()
 			continue
 		}
 		sess.queue.push(d)
@@ -359,8 +365,9 @@ func (sess *session) cursorLocked(next uint64) uint64 {
 // for long.
 func (sess *session) ownMessagesLocked() {
 	for i := 0; i < sess.queue.len(); i++ {
-		d := sess.queue.at(i)
-		d.msg = d.msg.own()
+		if d := sess.queue.at(i); d.msg.chunk != nil {
+			d.msg = d.msg.own()
+		}
 	}
 	for id, d := range sess.inflight {
 		if d.msg != nil && d.msg.chunk != nil {

@@ -62,6 +62,7 @@ type Shard struct {
 	inbound  sync.Pool // *inbound, scratch of readers with input
 	bigBufs  sync.Pool // *bigBuf, read buffers grown for big packets
 	batches  sync.Pool // *batch, write state of connections with output
+	msgBufs  msgPool
 	dlq      deadLetters
 }
 
@@ -92,6 +93,7 @@ func New(opts Options) *Shard {
 		return in
 	}
 	s.dlq.wake = make(chan struct{}, 1)
+	s.msgBufs.poison = opts.poisonFreed
 	s.maxInflight.Store(int64(opts.MaxInflight))
 	s.maxQueuedBytes.Store(int64(opts.MaxQueuedBytes))
 	s.maxPacket.Store(int64(opts.MaxPacketSize))

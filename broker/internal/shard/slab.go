@@ -26,6 +26,7 @@ type slab struct {
 	base  *message // the first message of the msgs chunk: its identity
 	bytes []byte
 	props []packet.UserProperty
+	pool  *msgPool // where bigger messages get their buffers; nil: the heap
 }
 
 const (
@@ -33,8 +34,9 @@ const (
 	slabBytes    = 16 << 10 // most bytes in a chunk
 	slabProps    = 64       // most user properties in a chunk
 	// A message needing more than a quarter of a chunk, or more user
-	// properties than that, gets buffers of its own: big payloads gain
-	// nothing from packing and would pin the others.
+	// properties than that, gets buffers of its own, from the shard's
+	// pool (msgbuf.go): big payloads gain nothing from packing and would
+	// pin the others.
 	slabMaxCopy  = slabBytes / 4
 	slabMaxProps = slabProps / 4
 
@@ -50,7 +52,7 @@ func (sl *slab) newMessage(p *packet.Publish, topicName []byte, now time.Time, p
 	need := n + headerReserve(len(topicName), propBytes)
 	nup := len(p.Props.UserProperties)
 	if need > slabMaxCopy || nup > slabMaxProps {
-		return newMessage(p, topicName, now, publisher)
+		return sl.pool.newMessage(p, topicName, now, publisher)
 	}
 	// Messages like this one that are already buffered, this one included.
 	ahead := 1 + more/(n+4)
@@ -82,12 +84,14 @@ func (sl *slab) newMessage(p *packet.Publish, topicName []byte, now time.Time, p
 
 // release lets go of the current chunks: the reader has nothing more
 // buffered and is about to wait for input.
-func (sl *slab) release() { *sl = slab{} }
+func (sl *slab) release() { *sl = slab{pool: sl.pool} }
 
-// own returns m itself, or, for a slab message, a copy that holds only
-// its own memory, made once and shared by every caller.
+// own returns m itself, or, for a slab message or a pooled one (msgbuf.go),
+// a copy that holds only its own memory, made once and shared by every
+// caller. The caller must hold m (a pooled one: a reference) while it
+// copies.
 func (m *message) own() *message {
-	if m.chunk == nil {
+	if m.chunk == nil && m.buf == nil {
 		return m
 	}
 	if c := m.owned.Load(); c != nil {

@@ -48,6 +48,7 @@ type batch struct {
 	stamps  []int64       // read times of the batch's live deliveries (Latency)
 	traced  []tracedWrite // the batch's live deliveries of traced messages
 	flat    []byte        // the batch in one piece, for connections without writev
+	held    []*message
 
 	// Stored messages: their payloads go from the log's segment files to
 	// the socket, each after the vectors before files[i].at.
@@ -153,6 +154,7 @@ func (c *conn) putBatch() {
 		return
 	}
 	b.sr.close()
+	b.releaseHeld()
 	clear(b.vec[:cap(b.vec)])
 	b.vec = b.vec[:0]
 	clear(b.backing[:cap(b.backing)])
@@ -194,7 +196,9 @@ func (c *conn) writeAll() (done bool) {
 		if !c.awaitSent() {
 			return false // kicked: the next round flushes the DISCONNECT
 		}
-		if !c.writeOut(s.opts.WriteTimeout, true) {
+		ok := c.writeOut(s.opts.WriteTimeout, true)
+		c.w.b.releaseHeld()
+		if !ok {
 			return true
 		}
 		c.recordDeliveries() // the rest of an inline write
@@ -218,7 +222,9 @@ func (c *conn) writeAll() (done bool) {
 		if !c.awaitSent() {
 			return false // kicked: the next round flushes the DISCONNECT
 		}
-		if !c.writeOut(timeout, false) {
+		ok := c.writeOut(timeout, false)
+		c.w.b.releaseHeld()
+		if !ok {
 			return true
 		}
 		c.recordDeliveries()
@@ -299,6 +305,7 @@ func (c *conn) writeInline() bool {
 		rest = rest[1:]
 	}
 	if len(rest) == 0 && err == nil {
+		w.releaseHeld()
 		c.recordDeliveries()
 		return true
 	}
@@ -355,6 +362,7 @@ func (c *conn) fill() (n int, closing bool) {
 // first in it; sess.mu is held.
 func (c *conn) startBatchLocked() {
 	w := c.w.b
+	w.releaseHeld()
 	w.vec = w.vec[:0]
 	w.arena = w.arena[:0]
 	w.msgs = 0
@@ -396,16 +404,22 @@ func (c *conn) fillLocked() int {
 		dv.live = false // a redelivery is no sample
 		if dv.msg.expired(now) {
 			sess.deadLetterLocked(DropExpired, dv.msg, dv.qos) // [MQTT-3.3.2-5]
+			dv.msg.unref()
 			continue
 		}
 		hdr, ok := c.appendPublishLocked(&dv, now)
 		if !ok {
 			sess.deadLetterLocked(DropTooLarge, dv.msg, dv.qos) // [MQTT-3.1.2-25]
+			dv.msg.unref()
 			continue
 		}
 		w.vec = append(w.vec, hdr)
 		if len(dv.msg.payload) > 0 {
 			w.vec = append(w.vec, dv.msg.payload)
+			if dv.msg.buf != nil {
+				dv.msg.ref()
+				w.held = append(w.held, dv.msg)
+			}
 		}
 		if live {
 			w.stamps = append(w.stamps, dv.msg.readAt)
@@ -418,6 +432,9 @@ func (c *conn) fillLocked() int {
 		}
 		bytes += len(hdr) + len(dv.msg.payload)
 		w.msgs++
+		if dv.qos == 0 {
+			dv.msg.unref()
+		}
 	}
 	if !sess.fullSince.IsZero() && sess.queue.len() < s.opts.MaxQueuedMessages && int64(sess.queuedBytes) < s.maxQueuedBytes.Load() {
 		sess.fullSince = time.Time{}
