@@ -68,6 +68,7 @@ type conn struct {
 	flushed    atomic.Bool // the writer wrote the last packets (linger)
 	closing    bool
 	kickReason packet.ReasonCode
+	gated      bool // the writer waits for a queued message's record to be durable (deliverableLocked)
 	// pendingAcks wait for their message's fsync (wal.SyncAlways), in
 	// the order the PUBLISH packets came [MQTT-4.6.0-2].
 	pendingAcks []pendingAck

@@ -98,12 +98,17 @@
 // (store.AppendMeta), payload = the application payload as-is.
 //
 //	reader: decode ─▶ append (write(2)) ─▶ route ─▶ ack parked on the conn
+//	writer: queued message not durable yet ─▶ stop, conn registered
 //	ackLoop: WaitDurable(highest parked offset) ─▶ release acks ─▶ writer
 //
 // Under wal.SyncAlways a PUBACK/PUBREC goes out only once its record is
 // fsynced, but the reader never waits: acks are parked in order
 // [MQTT-4.6.0-2] and one goroutine per shard group-commits them. Under
-// SyncInterval and SyncNever acks go out at once.
+// SyncInterval and SyncNever acks go out at once. Subscribers see only
+// what is durable, as acknowledgements: under SyncAlways (and replicated)
+// a writer stops at a queued message whose record is not yet durable
+// (conn.deliverableLocked) and the same ack wave wakes it; stored entries
+// wait in waitReadable, and a retained message is shown only once stored.
 //
 // A session's pending messages that live in the log are storedEntry
 // values (offset, QoS, RETAIN, subscription id: 16 bytes), in the

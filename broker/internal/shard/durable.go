@@ -122,6 +122,7 @@ func (s *Shard) ackLoop() {
 			a.mu.Unlock()
 			err := s.app.WaitDurable(target)
 			durable := s.app.Durable()
+			s.noteRoutable(durable)
 			for _, c := range list {
 				c.releaseAcks(durable, err)
 			}
@@ -146,6 +147,7 @@ func (c *conn) releaseAcks(durable uint64, err error) {
 		}
 		clear(c.pendingAcks)
 		c.pendingAcks = c.pendingAcks[:0]
+		c.gated = false // its queued messages are not durable, so never delivered
 		sess.mu.Unlock()
 		c.logger().Error("message log fsync failed; closing the connection unacknowledged", "err", err)
 		c.kick(c.shard.unloggedCode())
@@ -175,9 +177,11 @@ func (c *conn) releaseAcks(durable uint64, err error) {
 	if n > 0 {
 		next = c.pendingAcks[n-1].off
 	}
+	gated := c.gated
+	c.gated = false
 	sess.mu.Unlock()
-	if i > 0 {
-		c.wakeWriter()
+	if i > 0 || gated {
+		c.wakeWriter() // acks to send, or queued messages now durable
 	}
 	if n > 0 {
 		c.shard.waitAck(c, next)

@@ -14,7 +14,8 @@ import (
 // names the offset the record will have and hands it to the group; the
 // group appends it to the log (Options.MessageLog) on every replica once a
 // quorum has it, in commit order. Acknowledgements wait for WaitDurable:
-// a PUBACK, PUBREC or PUBCOMP leaves only once its records are committed.
+// a PUBACK, PUBREC or PUBCOMP leaves only once its records are committed;
+// deliveries wait for Durable to pass their record (deliverableLocked).
 // Once the node stops leading the group, WaitDurable and Append fail for
 // good: nothing more is acknowledged.
 type Replication interface {
@@ -49,19 +50,23 @@ func (s *Shard) nextOffset() uint64 {
 	return s.app.NextOffset()
 }
 
-// waitReadable waits until the message-log record at off is this
-// leadership's (or committed before it) and in the log here: replicated, a
-// record is appended only once committed, so a reader of a record just
-// routed (a stored entry, a replay) may have to wait. A record already in
-// the log here is asked about too: once this node's leadership has ended,
-// the record at off may be another leader's, which must not be delivered in
-// place of the one this shard routed (WaitDurable fails for it).
+// waitReadable waits until the message-log record at off may be read and
+// delivered: replicated, until it is this leadership's (or committed
+// before it) and in the log here: a record is appended only once
+// committed, so a reader of a record just routed (a stored entry, a
+// replay) may have to wait. A record already in the log here is asked
+// about too: once this node's leadership has ended, the record at off may
+// be another leader's, which must not be delivered in place of the one
+// this shard routed (WaitDurable fails for it). Under -fsync always, until
+// it is fsynced: a subscriber never gets a message that a crash could
+// still take back (after a failed fsync, never). Under the other policies
+// at once.
 func (s *Shard) waitReadable(off uint64) error {
-	if s.opts.Replication == nil {
+	if !s.syncAcks {
 		return nil
 	}
-	if err := s.opts.Replication.WaitDurable(off); err != nil {
-		return fmt.Errorf("%w: offset %d not committed: %w", errLost, off, err)
+	if err := s.app.WaitDurable(off); err != nil {
+		return fmt.Errorf("%w: offset %d not durable: %w", errLost, off, err)
 	}
 	return nil
 }

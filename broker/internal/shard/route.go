@@ -315,20 +315,31 @@ func (s *Shard) publishInternal(m *message) {
 
 // setRetained stores or clears the retained message of m's topic
 // [MQTT-3.3.1-5]; an empty payload clears it and is not stored
-// [MQTT-3.3.1-6] [MQTT-3.3.1-7].
+// [MQTT-3.3.1-6] [MQTT-3.3.1-7]. The store comes first: under -fsync
+// always it returns once the record is fsynced, replicated once it is
+// committed, so a new subscriber is never shown a retained message (or its
+// removal) that a crash or a failover could take back; when the store
+// fails then, the retained messages stay as they were.
 func (s *Shard) setRetained(m *message) {
 	t := string(m.topic)
 	if len(m.payload) == 0 {
-		if s.retained.Delete(t) {
-			_ = s.store.DeleteRetained(t)
+		if _, ok := s.retained.Get(t); ok {
+			if err := s.store.DeleteRetained(t); err != nil && s.syncAcks {
+				s.opts.Logger.Warn("clearing retained message not durable; kept", "topic", t, "err", err)
+				return
+			}
+			s.retained.Delete(t)
 		}
 		return
 	}
-	m = m.own() // kept until replaced: hold no slab chunk
-	s.retained.Set(t, m, m.size)
+	m = m.own() // kept until replaced: hold no slab chunk, no pooled buffer
 	if err := s.store.SetRetained(m.toStore()); err != nil {
 		s.opts.Logger.Warn("storing retained message", "topic", t, "err", err)
+		if s.syncAcks {
+			return // not durable: not shown
+		}
 	}
+	s.retained.Set(t, m, m.size)
 }
 
 // dropExpiredRetained removes a retained message whose expiry passed

@@ -34,6 +34,10 @@ type Shard struct {
 	syncAcks bool        // acknowledgements wait for app.WaitDurable
 	saveMu   sync.Mutex  // orders session records written to the store
 	acks     ackSyncer
+	// routable: under syncAcks, message-log offsets below it are durable by
+	// the rule in force (fsynced, or committed and applied here), so their
+	// messages may be delivered; a cache of app.Durable (deliverableLocked).
+	routable atomic.Uint64
 	started  time.Time
 	stats    counters
 	topics   topicStats    // per-topic traffic for the admin view

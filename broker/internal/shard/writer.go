@@ -398,6 +398,9 @@ func (c *conn) fillLocked() int {
 		if d.qos > 0 && len(sess.inflight) >= c.window {
 			break // [MQTT-4.9.0-2] the client's Receive Maximum
 		}
+		if s.syncAcks && !c.deliverableLocked(d.msg) {
+			break // its record is not durable yet: the ack loop wakes the writer
+		}
 		dv := sess.queue.pop()
 		sess.queuedBytes -= dv.msg.size
 		live := dv.live

@@ -21,7 +21,9 @@
 // writes only what Apply gives it, so a store never holds a record the
 // group did not commit and a deposed leader has nothing to undo. The
 // leader names a message-log record's offset when the shard appends it
-// (the shard needs it at once); Apply checks the record lands there. A
+// (the shard queues the message by it at once, but delivers it, as it
+// acknowledges it, only once Durable passes it); Apply checks the record
+// lands there. A
 // record the shard reads back before it is applied (a stored message, a
 // replay) waits for Durable (shard.Replication).
 //
