@@ -39,8 +39,9 @@
 //	write [signed PROXY v2 header][the client's CONNECT bytes] to the node
 //	   ▼
 //	relay both ways until either side closes, the credential is revoked,
-//	or shutdown's grace period ends. TCP↔TCP: io.Copy between the two
-//	*net.TCPConn, which the kernel does with splice(2) (no user-space copy);
+//	or shutdown's grace period ends. TCP↔TCP: splice(2) through a pooled
+//	pipe held only while bytes flow, with RawSyscall (no user-space copy,
+//	no runtime wake-up per message: splice_linux.go);
 //	TLS and WebSocket (ws, wss): io.CopyBuffer with pooled 32 KiB buffers.
 //
 // # Pending connections

@@ -14,11 +14,17 @@ const relayBufSize = 32 << 10
 const maxPooledBufs = 1024
 
 // bufPool is a bounded free list of relay buffers for TLS and WebSocket
-// connections. Unlike sync.Pool it never drops buffers at GC, so a steady
-// number of relays allocates nothing.
-type bufPool struct{ free chan *[]byte }
+// connections, and of the pipes plain TCP relays splice through while
+// bytes flow (splice_linux.go). Unlike sync.Pool it never drops buffers at
+// GC, so a steady number of relays allocates nothing.
+type bufPool struct {
+	free  chan *[]byte
+	pipes chan *pipe
+}
 
-func newBufPool() *bufPool { return &bufPool{free: make(chan *[]byte, maxPooledBufs)} }
+func newBufPool() *bufPool {
+	return &bufPool{free: make(chan *[]byte, maxPooledBufs), pipes: make(chan *pipe, maxPooledPipes)}
+}
 
 func (p *bufPool) get() *[]byte {
 	select {
@@ -75,14 +81,15 @@ const lingerAfterNode = 3 * time.Second
 type closeWriter interface{ CloseWrite() error }
 
 // copyConn copies src to dst. Between two *net.TCPConn it is
-// TCPConn.ReadFrom, which Go implements with splice(2) through a pipe: the
-// bytes never enter user space. Anything else (TLS, WebSocket) goes through
-// a pooled buffer; the wrappers hide ReadFrom/WriteTo so io.CopyBuffer
-// really uses it instead of allocating its own.
+// spliceCopy: splice(2) through a pipe taken only while bytes flow, the
+// bytes never entering user space (splice_linux.go). Anything else (TLS,
+// WebSocket) goes through a pooled buffer; the wrappers hide
+// ReadFrom/WriteTo so io.CopyBuffer really uses it instead of allocating
+// its own.
 func copyConn(dst, src net.Conn, bufs *bufPool) (int64, error) {
 	if d, ok := dst.(*net.TCPConn); ok {
 		if s, ok := src.(*net.TCPConn); ok {
-			return d.ReadFrom(s)
+			return spliceCopy(d, s, bufs)
 		}
 	}
 	bp := bufs.get()
