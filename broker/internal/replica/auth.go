@@ -10,6 +10,9 @@ import (
 	"fmt"
 	"hash"
 	"io"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // Handshake and frame constants. NEVER CHANGE these: they are the wire format
@@ -136,45 +139,96 @@ func serverHandshake(rw io.ReadWriter, secret []byte, self uint64, known func(ui
 // frameWriter writes MAC'd frames on one connection. Each frame's MAC covers
 // a sequence number that both ends count, so a frame cannot be dropped,
 // replayed or reordered inside the connection without the reader noticing.
+// Frames are built in one buffer (a raft message is marshalled straight
+// into it), MAC'd in place, and go out with one write(2) per flush, or as
+// soon as the buffer passes frameFlushAt.
 type frameWriter struct {
-	w   *bufio.Writer
+	w   io.Writer
 	h   hash.Hash
 	seq uint64
-	hdr [frameHeaderSize + frameBodyHeader]byte
-	sum [macSize]byte
+	buf []byte
 }
+
+const (
+	frameFlushAt = 64 << 10 // buffered frames are written once they reach this
+	frameBufKeep = 2 << 20  // a buffer one large frame grew past this is not kept (MaxSizePerMsg fits)
+)
+
+// marshalMsg marshals raft messages into the frame buffer. Deterministic
+// is not needed (the MAC covers the bytes sent, not a re-encoding).
+var marshalMsg = proto.MarshalOptions{}
 
 func newFrameWriter(w io.Writer, key []byte) *frameWriter {
-	return &frameWriter{w: bufio.NewWriterSize(w, 64<<10), h: hmac.New(sha256.New, key)}
+	return &frameWriter{w: w, h: hmac.New(sha256.New, key)}
 }
 
-// write buffers one frame; Flush sends what is buffered.
-func (fw *frameWriter) write(kind byte, group uint64, payload []byte) error {
-	n := frameBodyHeader + len(payload)
-	if n > maxFrameBody {
-		return ErrFrameSize
+// write buffers one frame and returns its size on the wire; flush sends
+// what is buffered.
+func (fw *frameWriter) write(kind byte, group uint64, payload []byte) (int, error) {
+	start := fw.begin(kind, group)
+	fw.buf = append(fw.buf, payload...)
+	return fw.end(start)
+}
+
+// writeMsg buffers one frame whose payload is m, protobuf-encoded; on an
+// encoding error nothing is buffered.
+func (fw *frameWriter) writeMsg(kind byte, group uint64, m *pb.Message) (int, error) {
+	start := fw.begin(kind, group)
+	b, err := marshalMsg.MarshalAppend(fw.buf, m)
+	if err != nil {
+		fw.buf = fw.buf[:start]
+		return 0, fmt.Errorf("%w: %v", errMarshal, err)
 	}
-	binary.BigEndian.PutUint32(fw.hdr[0:4], uint32(n))
-	fw.hdr[4] = kind
-	binary.BigEndian.PutUint64(fw.hdr[5:13], group)
+	fw.buf = b
+	return fw.end(start)
+}
+
+// errMarshal: a raft message that did not encode (the frame is dropped,
+// the connection goes on).
+var errMarshal = errors.New("replica: encode raft message")
+
+func (fw *frameWriter) begin(kind byte, group uint64) int {
+	start := len(fw.buf)
+	fw.buf = append(fw.buf, 0, 0, 0, 0, kind)
+	fw.buf = binary.BigEndian.AppendUint64(fw.buf, group)
+	return start
+}
+
+// end fills in the length of the frame at start and appends its MAC.
+func (fw *frameWriter) end(start int) (int, error) {
+	n := len(fw.buf) - start - frameHeaderSize
+	if n > maxFrameBody {
+		fw.buf = fw.buf[:start]
+		return 0, ErrFrameSize
+	}
+	binary.BigEndian.PutUint32(fw.buf[start:], uint32(n))
 	var seq [8]byte
 	binary.BigEndian.PutUint64(seq[:], fw.seq)
 	fw.seq++
 	fw.h.Reset()
 	fw.h.Write(seq[:])
-	fw.h.Write(fw.hdr[:])
-	fw.h.Write(payload)
-	if _, err := fw.w.Write(fw.hdr[:]); err != nil {
-		return err
+	fw.h.Write(fw.buf[start:])
+	fw.buf = fw.h.Sum(fw.buf)
+	size := len(fw.buf) - start
+	if len(fw.buf) >= frameFlushAt {
+		return size, fw.flush()
 	}
-	if _, err := fw.w.Write(payload); err != nil {
-		return err
-	}
-	_, err := fw.w.Write(fw.h.Sum(fw.sum[:0]))
-	return err
+	return size, nil
 }
 
-func (fw *frameWriter) flush() error { return fw.w.Flush() }
+// flush writes the buffered frames.
+func (fw *frameWriter) flush() error {
+	if len(fw.buf) == 0 {
+		return nil
+	}
+	_, err := fw.w.Write(fw.buf)
+	if cap(fw.buf) > frameBufKeep {
+		fw.buf = nil
+	} else {
+		fw.buf = fw.buf[:0]
+	}
+	return err
+}
 
 // frameReader reads and verifies frames from one connection.
 type frameReader struct {

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -98,11 +99,23 @@ func (t *Transport) pump(p *peer, fw *frameWriter) error {
 		}
 		for {
 			p.take(f)
-			if err := fw.write(f.kind, f.group, f.payload); err != nil {
-				return err
+			var n int
+			var err error
+			if f.msg != nil {
+				n, err = fw.writeMsg(f.kind, f.group, f.msg)
+			} else {
+				n, err = fw.write(f.kind, f.group, f.payload)
 			}
-			t.framesOut.Add(1)
-			t.bytesOut.Add(frameBytes(len(f.payload)))
+			switch {
+			case errors.Is(err, errMarshal):
+				t.dropped.Add(1)
+				t.log.Warn("replica: raft message not sent", "peer", p.id, "group", f.group, "err", err)
+			case err != nil:
+				return err
+			default:
+				t.framesOut.Add(1)
+				t.bytesOut.Add(uint64(n))
+			}
 			select {
 			case f = <-p.q:
 				continue
@@ -163,11 +176,12 @@ func (t *Transport) stream(to, group uint64, write func(send func(kind byte, pay
 		if t.partitioned(to) {
 			return fmt.Errorf("replica: stream to %d: partitioned", to)
 		}
-		if err := fw.write(kind, group, payload); err != nil {
+		n, err := fw.write(kind, group, payload)
+		if err != nil {
 			return err
 		}
 		t.framesOut.Add(1)
-		t.bytesOut.Add(frameBytes(len(payload)))
+		t.bytesOut.Add(uint64(n))
 		return nil
 	})
 	if err == nil {

@@ -364,8 +364,7 @@ type sendReport struct {
 func (h *Host) sendMessages(group uint64, msgs []*pb.Message) []sendReport {
 	var reports []sendReport
 	for _, m := range msgs {
-		b, err := proto.Marshal(m)
-		ok := err == nil && h.tr.send(h.peerKey(m.GetTo()), kindRaft, group, b)
+		ok := h.tr.sendMsg(h.peerKey(m.GetTo()), kindRaft, group, m)
 		switch {
 		case m.GetType() == pb.MsgSnap && ok:
 			reports = append(reports, sendReport{to: m.GetTo(), snap: true, status: raft.SnapshotFinish})
@@ -379,7 +378,5 @@ func (h *Host) sendMessages(group uint64, msgs []*pb.Message) []sendReport {
 }
 
 func (h *Host) sendQuiesce(group uint64, m *pb.Message) {
-	if b, err := proto.Marshal(m); err == nil {
-		h.tr.send(h.peerKey(m.GetTo()), kindQuiesce, group, b)
-	}
+	h.tr.sendMsg(h.peerKey(m.GetTo()), kindQuiesce, group, m)
 }

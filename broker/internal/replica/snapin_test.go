@@ -29,10 +29,10 @@ func (c *cluster) halfSnapshot(t *testing.T, from, to uint64) net.Conn {
 	chunk = append(chunk, "messages/00000000.seg"...)
 	chunk = binary.BigEndian.AppendUint64(chunk, 0)
 	chunk = append(chunk, "half a segment"...)
-	if err := fw.write(kindSnapBegin, testGroup, binary.BigEndian.AppendUint64(nil, 1000)); err != nil {
+	if _, err := fw.write(kindSnapBegin, testGroup, binary.BigEndian.AppendUint64(nil, 1000)); err != nil {
 		t.Fatal(err)
 	}
-	if err := fw.write(kindSnapChunk, testGroup, chunk); err != nil {
+	if _, err := fw.write(kindSnapChunk, testGroup, chunk); err != nil {
 		t.Fatal(err)
 	}
 	if err := fw.flush(); err != nil {

@@ -7,6 +7,8 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+
+	pb "go.etcd.io/raft/v3/raftpb"
 )
 
 // frameHandler is what the transport delivers to (the Host): every
@@ -75,10 +77,16 @@ type Transport struct {
 	bytesIn, bytesOut                                                                   atomic.Uint64
 }
 
+// outFrame is a frame queued for a peer: its payload, or a raft message the
+// peer's sender marshals straight into its frame buffer (the Ready loop
+// neither encodes nor allocates for it). size is what it counts against
+// QueueBytes.
 type outFrame struct {
 	kind    byte
 	group   uint64
 	payload []byte
+	msg     *pb.Message
+	size    int64
 }
 
 type peer struct {
@@ -92,7 +100,7 @@ type peer struct {
 }
 
 // take accounts for a frame taken off the peer's queue.
-func (p *peer) take(f outFrame) { p.queued.Add(-int64(len(f.payload))) }
+func (p *peer) take(f outFrame) { p.queued.Add(-f.size) }
 
 // newTransport listens on addr and delivers verified frames to handle.
 // Start the accept loop with start.
@@ -144,6 +152,28 @@ func (t *Transport) known(id uint64) bool {
 // reports the peer unreachable, and raft probes it again); a full queue
 // must not stall every group, nor hold gigabytes for a slow peer.
 func (t *Transport) send(to uint64, kind byte, group uint64, payload []byte) bool {
+	return t.enqueue(to, outFrame{kind: kind, group: group, payload: payload, size: int64(len(payload))})
+}
+
+// sendMsg is send for a raft message, encoded by the peer's sender. Raft
+// does not change a message, nor the entries it carries, once it handed
+// them out in a Ready (etcd's own transport encodes them on its senders
+// too). It counts msgSize(m) against QueueBytes.
+func (t *Transport) sendMsg(to uint64, kind byte, group uint64, m *pb.Message) bool {
+	return t.enqueue(to, outFrame{kind: kind, group: group, msg: m, size: msgSize(m)})
+}
+
+// msgSize is about what m takes encoded, at least its entries' and
+// snapshot's data, without encoding it.
+func msgSize(m *pb.Message) int64 {
+	n := int64(64 + len(m.GetContext()) + len(m.GetSnapshot().GetData()))
+	for _, e := range m.GetEntries() {
+		n += int64(32 + len(e.GetData()))
+	}
+	return n
+}
+
+func (t *Transport) enqueue(to uint64, f outFrame) bool {
 	if t.partitioned(to) {
 		t.dropped.Add(1)
 		return false
@@ -155,14 +185,14 @@ func (t *Transport) send(to uint64, kind byte, group uint64, payload []byte) boo
 		t.dropped.Add(1)
 		return false
 	}
-	n := int64(len(payload))
+	n := f.size
 	if before := p.queued.Add(n) - n; before > 0 && before+n > t.queueBytes {
 		p.queued.Add(-n)
 		t.dropped.Add(1)
 		return false
 	}
 	select {
-	case p.q <- outFrame{kind, group, payload}:
+	case p.q <- f:
 		return true
 	default:
 		p.queued.Add(-n)

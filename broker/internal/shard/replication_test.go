@@ -17,13 +17,29 @@ import (
 // returns the leader's store and Log, serving, and every replica's store.
 func replicatedStore(t testing.TB) (*store.WAL, *tenantlog.Log, []*store.WAL) {
 	t.Helper()
+	r := replicatedSync(t, wal.SyncAlways)
+	return r.leader, r.log, r.stores
+}
+
+// replicated is what replicatedSync sets up.
+type replicated struct {
+	leader *store.WAL     // the leader's store
+	log    *tenantlog.Log // the leader's Log, serving
+	stores []*store.WAL   // every replica's store
+	hosts  []*replica.Host
+	group  *replica.Group // the leader's group
+}
+
+// replicatedSync is replicatedStore with the raft logs' fsync policy.
+func replicatedSync(t testing.TB, policy wal.Policy) replicated {
+	t.Helper()
 	secret := []byte("bench-secret-0123456789")
 	var hosts []*replica.Host
 	var logs []*tenantlog.Log
 	var stores []*store.WAL
 	for id := uint64(1); id <= 3; id++ {
 		h, err := replica.New(replica.Config{NodeID: id, Listen: "127.0.0.1:0", Secret: secret, Dir: t.TempDir(),
-			Fsync: wal.SyncAlways, Quiesce: true}) // production timing: 100 ms tick
+			Fsync: policy, Quiesce: true}) // production timing: 100 ms tick
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +73,7 @@ func replicatedStore(t testing.TB) (*store.WAL, *tenantlog.Log, []*store.WAL) {
 				cancel()
 				if err == nil {
 					t.Cleanup(logs[i].Stop)
-					return stores[i], logs[i], stores
+					return replicated{leader: stores[i], log: logs[i], stores: stores, hosts: hosts, group: g}
 				}
 			}
 		}
@@ -71,25 +87,56 @@ func replicatedStore(t testing.TB) (*store.WAL, *tenantlog.Log, []*store.WAL) {
 // BenchmarkReplicatedPublish is BenchmarkDurablePublish/always with the
 // message log replicated on three nodes (R3): a PUBACK leaves once its
 // record is on the disk of two of the three (raft log, fsync always) and
-// applied on the leader.
-func BenchmarkReplicatedPublish(b *testing.B) {
-	st, l, _ := replicatedStore(b)
+// applied on the leader. cpu-ns/msg is this process's CPU (the three
+// nodes, the broker and the client) per message.
+func BenchmarkReplicatedPublish(b *testing.B) { benchReplicatedPublish(b, wal.SyncAlways) }
+
+// BenchmarkReplicatedPublishInterval is BenchmarkReplicatedPublish with the
+// raft logs fsynced every 100 ms (a node's default -fsync interval, what
+// make bench-repl runs): no fsync wait, so the cost per message is the
+// replication path's own.
+func BenchmarkReplicatedPublishInterval(b *testing.B) { benchReplicatedPublish(b, wal.SyncInterval) }
+
+// BenchmarkReplicatedPublishOne publishes one QoS 1 message at a time and
+// waits for its PUBACK (raft logs fsynced every 100 ms): one message per
+// entry, so what it measures is the fixed cost of an entry (Readys, frames,
+// wake-ups, allocations), what a tenant at a low rate pays per message.
+func BenchmarkReplicatedPublishOne(b *testing.B) { benchReplicatedPublishN(b, wal.SyncInterval, 1) }
+
+func benchReplicatedPublish(b *testing.B, policy wal.Policy) {
+	benchReplicatedPublishN(b, policy, 256)
+}
+
+func benchReplicatedPublishN(b *testing.B, policy wal.Policy, batch int) {
+	r := replicatedSync(b, policy)
+	st, l := r.leader, r.log
 	br := startBrokerWith(b, New(Options{Store: st, MessageLog: st.Messages(), Replication: l, SysInterval: -1, CheckpointInterval: 20 * time.Millisecond}))
 	pub := v5Client(b, br, "bench-pub")
-	const batch = 256
 	var buf []byte
 	for i := range batch {
 		buf, _ = (&packet.Publish{QoS: 1, PacketID: uint16(i + 1), Topic: []byte("dur/x"), Payload: make([]byte, 128)}).Append(buf, packet.Version5)
 	}
 	b.ReportAllocs()
-	b.SetBytes(batch * 128)
+	b.SetBytes(int64(batch) * 128)
+	frames := func() (n uint64) {
+		for _, h := range r.hosts {
+			n += h.Stats().FramesOut
+		}
+		return n
+	}
+	cpu, f0, e0 := processCPU(), frames(), r.group.Applied()
 	for b.Loop() {
 		pub.sendBytes(buf)
 		for range batch {
 			pub.ack(packet.TypePuback)
 		}
 	}
-	b.ReportMetric(float64(b.N)*batch/b.Elapsed().Seconds(), "msgs/s")
+	cpu = processCPU() - cpu
+	msgs := float64(b.N) * float64(batch)
+	b.ReportMetric(msgs/b.Elapsed().Seconds(), "msgs/s")
+	b.ReportMetric(float64(cpu.Nanoseconds())/msgs, "cpu-ns/msg")
+	b.ReportMetric(msgs/float64(r.group.Applied()-e0), "msgs/entry")
+	b.ReportMetric(float64(frames()-f0)/msgs*1000, "frames/kmsg")
 }
 
 // TestReplicatedShardAcksAfterCommit: a shard on a replicated store
