@@ -1,11 +1,14 @@
 // Command broker runs a standalone single-tenant MQTT broker: one tenant
 // shard behind a TCP listener and, optionally, a WebSocket listener; with
 // -node-id, a Berth node. `broker drain` asks a running node to hand its
-// tenants' leadership to other nodes (drain.go); `broker backup` and
-// `broker restore` copy a node's data directory (backup.go).
+// tenants' leadership to other nodes (drain.go); `broker rebalance` asks
+// the cluster to move to its target spread after a node joined
+// (rebalance.go); `broker backup` and `broker restore` copy a node's data
+// directory (backup.go).
 //
 //	broker -listen 127.0.0.1:1883 -allow-anonymous -ws-listen 127.0.0.1:8083
 //	BERTH_NODE_TOKEN=… broker drain -admin 127.0.0.1:7880 -timeout 50s
+//	BERTH_NODE_TOKEN=… broker rebalance -admin 127.0.0.1:7880 -timeout 10m
 package main
 
 import (
@@ -34,6 +37,11 @@ func main() {
 	defer stop()
 	if len(os.Args) > 1 && os.Args[1] == "drain" { // drain.go: the node's preStop hook
 		code := runDrain(ctx, os.Args[2:], os.Getenv, os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	if len(os.Args) > 1 && os.Args[1] == "rebalance" { // rebalance.go: after a node joined
+		code := runRebalance(ctx, os.Args[2:], os.Getenv, os.Stdout, os.Stderr)
 		stop()
 		os.Exit(code)
 	}

@@ -44,9 +44,13 @@ func (r *replicas) memberLoop() {
 		}
 		r.mu.Lock()
 		list = list[:0]
+		leaderless := false // a group this node votes in elects: nobody judges it meanwhile
 		for _, rg := range r.groups {
-			if rg.g.Leader() == r.self {
+			switch l := rg.g.Leader(); {
+			case l == r.self:
 				list = append(list, rg)
+			case l == 0 && slices.Contains(rg.g.Members().Voters, r.self):
+				leaderless = true
 			}
 		}
 		r.mu.Unlock()
@@ -65,7 +69,7 @@ func (r *replicas) memberLoop() {
 				moving++
 			}
 		}
-		r.rebalancePass(list) // rebalance.go
+		r.rebalancePass(list, leaderless) // rebalance.go
 	}
 }
 

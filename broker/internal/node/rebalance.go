@@ -51,7 +51,7 @@ import (
 const (
 	flagRebalanceAsked byte = 2 // this node's POST /admin/rebalance runs
 	flagRebalancing    byte = 4 // this node heard an ask and judged the groups it leads
-	flagRebalanceWork  byte = 8 // and some are not at their target yet
+	flagRebalanceWork  byte = 8 // and some are not at their target yet, or a group it votes in elects
 )
 
 // rebalanceSettle is how long the asking node must see every node follow
@@ -187,8 +187,10 @@ func (r *replicas) rebalanceReplacement(rg *replGroup, cur replica.Members, want
 // here (led): while a rebalance is asked, it hands the leadership of those
 // whose voters are the wanted ones to their preferred node (at most
 // drainPerSecond a second), and announces whether any led group is still
-// off target.
-func (r *replicas) rebalancePass(led []*replGroup) {
+// off target, or (leaderless) a group this node votes in has no leader:
+// an election (a transfer, a leader lost) leaves a group judged by no
+// node until its new leader's next pass, so it must not pass for balanced.
+func (r *replicas) rebalancePass(led []*replGroup, leaderless bool) {
 	r.countMoves(led)
 	const mask = flagRebalancing | flagRebalanceWork
 	if !r.rebalanceActive() {
@@ -201,7 +203,7 @@ func (r *replicas) rebalancePass(led []*replGroup) {
 	}
 	budget := max(1, int(drainPerSecond*memberEvery/time.Second))
 	now := time.Now()
-	work := false
+	work := leaderless
 	for _, rg := range led {
 		if r.n.ctx.Err() != nil {
 			return

@@ -21,11 +21,16 @@ import (
 //
 //  1. the group leaves r.groups and is marked removed here (no CONNECT, no
 //     scan opens it again meanwhile);
-//  2. a tombstone <data>/raft/removed/<group id> holding the tenant id is
+//  2. its loop stops and its raft log closes, in the loop's turn that
+//     finds the removal applied and no configuration change after it in
+//     the log (replica.Host.RetireGroup); one there (its leader added it
+//     back, and it may have acknowledged entries since: deleting them
+//     would leave the leader counting entries it no longer has) puts the
+//     group back, running;
+//  3. a tombstone <data>/raft/removed/<group id> holding the tenant id is
 //     written (temp, fsync, rename, fsync directory);
-//  3. the group's loop and raft log, then the tenant's store, are closed;
-//  4. the raft directory <data>/raft/<group id> and the tenant's store
-//     directory are deleted.
+//  4. the tenant's store is closed, the raft directory
+//     <data>/raft/<group id> and the tenant's store directory deleted.
 //
 // Crash-safe: before the tombstone, a restart replays the raft log, which
 // applies the removal again, and the cleanup runs again; after it, the
@@ -77,18 +82,35 @@ func (r *replicas) cleanUpRemoved(rg *replGroup) bool {
 		r.mu.Unlock()
 	}()
 	log := r.n.log.With("tenant_id", rg.id, "group", gid)
+	retired, err := r.host.RetireGroup(gid)
+	if !retired && err == nil {
+		// Its log holds a change not applied yet (its leader added it
+		// back, and it may have acknowledged entries since): it runs on.
+		r.mu.Lock()
+		r.groups[rg.id] = rg
+		r.mu.Unlock()
+		return false
+	}
+	if !retired {
+		// Its loop stopped on an error: the copy stays whole, and the next
+		// start (or scan) opens it from its log and judges it again.
+		log.Error("replication: removed replica: its group stopped before it could be retired", "err", err)
+		if err := errors.Join(r.host.CloseGroup(gid), rg.log.Close()); err != nil {
+			log.Warn("replication: removed replica: closing", "err", err)
+		}
+		return true
+	}
 	if err := wal.WriteFileAtomic(wal.OSFS{}, r.tombstone(gid), []byte(rg.id+"\n")); err != nil {
 		// Without a tombstone the copy must stay whole: the group is
 		// closed and the next start (or scan) opens it from its log and
 		// finds it removed again.
 		log.Error("replication: removed replica: writing its tombstone", "err", err)
-		err = errors.Join(r.host.CloseGroup(gid), rg.log.Close())
-		if err != nil {
+		if err := rg.log.Close(); err != nil {
 			log.Warn("replication: removed replica: closing", "err", err)
 		}
 		return true
 	}
-	err := errors.Join(r.host.CloseGroup(gid), rg.log.Close())
+	err = errors.Join(err, rg.log.Close())
 	err = errors.Join(err, r.host.RemoveGroupData(gid), store.RemoveTenant(r.n.cfg.DataDir, rg.id))
 	if err != nil {
 		log.Warn("replication: removed replica: deleting its copy (the next start finishes)", "err", err)

@@ -75,6 +75,7 @@ type Group struct {
 	confAtom  atomic.Pointer[pb.ConfState] // confState, for other goroutines
 	confSeen  *pb.ConfState                // confState when handleReady last looked
 	streaming map[uint64]bool              // followers a snapshot stream runs to
+	retired   bool                         // RetireGroup: the loop ends after its call
 	lead      uint64
 	err       error
 	leadAtom  atomic.Uint64
@@ -232,6 +233,9 @@ func (g *Group) run() {
 			g.rn.TransferLeader(to)
 		case f := <-g.callc:
 			f()
+			if g.retired {
+				return // RetireGroup: nothing more is stepped or acknowledged
+			}
 		case m := <-g.recvc:
 			g.step(m)
 			for i := 0; i < batchMax; i++ {
@@ -291,6 +295,9 @@ func (g *Group) handleReady() error {
 	for g.rn.HasReady() {
 		rd := g.rn.Ready()
 		if rd.SoftState != nil {
+			if rd.SoftState.Lead == g.node && g.lead != g.node {
+				g.confSeen = nil // a new leader's learners get a snapshot that names them (snapshotForLearners)
+			}
 			g.lead = rd.SoftState.Lead
 			g.leadAtom.Store(g.lead)
 			g.roleAtom.Store(uint32(rd.SoftState.RaftState))

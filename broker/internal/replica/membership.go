@@ -172,17 +172,25 @@ func (g *Group) proposeConf(changes []*pb.ConfChangeSingle, old, nw uint64) erro
 	return nil
 }
 
-// snapshotWith (loop) makes sure the snapshot a learner is sent names it:
-// a follower ignores a snapshot whose configuration it is not in, and
-// the last compaction's may be older than the learner. It compacts now
-// when the stored snapshot does not name id.
+// snapshotWith (loop) makes sure the snapshot a learner is sent names it
+// and is not older than the configuration it applied last: a follower
+// ignores a snapshot whose configuration it is not in, and the last
+// compaction's may be older than the learner. A snapshot that names id
+// but predates the latest configuration change may be from id's previous
+// membership, with its removal in the log after it: a node added back
+// after it deleted its copy (node/removal.go) would restore it, then apply
+// its own removal and take itself for removed while the leader counts the
+// entries it acknowledged. It compacts now when the stored snapshot does
+// not name id or is older than the configuration applied.
 func (g *Group) snapshotWith(id uint64) error {
 	snap, err := g.store.Snapshot()
 	if err != nil {
 		return err
 	}
-	cs := snap.GetMetadata().GetConfState()
-	if slices.Contains(cs.GetLearners(), id) || slices.Contains(cs.GetVoters(), id) || g.applied <= g.store.snapIndex {
+	md := snap.GetMetadata()
+	cs := md.GetConfState()
+	named := slices.Contains(cs.GetLearners(), id) || slices.Contains(cs.GetVoters(), id)
+	if (named && md.GetIndex() >= g.confNext) || g.applied <= g.store.snapIndex {
 		return nil
 	}
 	data, err := g.sm.Snapshot()
@@ -195,8 +203,9 @@ func (g *Group) snapshotWith(id uint64) error {
 }
 
 // snapshotForLearners (loop) runs when a configuration change is
-// applied: on the leader, a learner just added gets a snapshot that names
-// it at once rather than after a refused one.
+// applied, and when this node becomes leader: on the leader, a learner
+// just added (or one a former leader added) gets a snapshot that names it
+// at once rather than after a refused (or stale) one.
 func (g *Group) snapshotForLearners() error {
 	if g.lead != g.node {
 		return nil

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
 )
 
@@ -65,14 +66,19 @@ func (g *Group) ConfIndex() uint64 { return g.confIdx.Load() }
 // learner-to-be. A node joining (no configuration yet) is not removed. A
 // removal is applied only once committed, so a removed node's copy is of
 // no use to the group any more: only a new learner addition (a fresh
-// copy, by snapshot) would bring it back.
-func (g *Group) Removed() bool {
-	cs := g.confAtom.Load()
+// copy, by snapshot) would bring it back. Delete the copy only after
+// Host.RetireGroup: this node may hold (and have acknowledged) the change
+// that adds it back, not applied yet.
+func (g *Group) Removed() bool { return removedFrom(g.confAtom.Load(), g.node) }
+
+// removedFrom reports whether cs is a configuration node is no member of
+// (and not the empty one of a node joining).
+func removedFrom(cs *pb.ConfState, node uint64) bool {
 	if len(cs.GetVoters()) == 0 && len(cs.GetVotersOutgoing()) == 0 {
 		return false
 	}
 	for _, ids := range [][]uint64{cs.GetVoters(), cs.GetVotersOutgoing(), cs.GetLearners(), cs.GetLearnersNext()} {
-		if slices.Contains(ids, g.node) {
+		if slices.Contains(ids, node) {
 			return false
 		}
 	}
