@@ -14,6 +14,9 @@ apt_install zsh fish
 # The e2e disk and flood faults (root, as in CI): mount and losetup (a tmpfs and an
 # ext4 on a loop device for the node's -data), mkfs.ext4, ip (the flood's network namespace).
 apt_install mount e2fsprogs iproute2
+# setpriv: the gateway's SYN-filter test runs its binary as root with CAP_BPF alone,
+# as the chart's gateway.synFilter pod does.
+apt_install util-linux
 # helm (pinned, built from its Go module): the chart's offline validation
 # (infra/helm/chartcheck).
 "$(dirname "$0")/helm.sh"

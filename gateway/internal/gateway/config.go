@@ -53,10 +53,19 @@ type Config struct {
 	// behind a load balancer, and off (logged) without CAP_BPF.
 	SYNFilter bool
 	// BehindLoadBalancer: devices reach the gateway through a load
-	// balancer that hides their addresses (SNAT, or PROXY protocol in
-	// front), so every connection's source is the balancer's. Turns the
-	// SYN filter off.
+	// balancer that hides their addresses (SNAT), so every connection's
+	// source is the balancer's. Turns the SYN filter off.
 	BehindLoadBalancer bool
+	// ProxyProtocolFrom lists the balancers (CIDR[,CIDR], or bare
+	// addresses) whose connections start with a PROXY protocol header,
+	// version 1 or 2, naming the device: they must send one, and the
+	// per-IP limits, the pending cap, the logs and the node's view of the
+	// connection then use the device's address. Others may not: their
+	// bytes are read as MQTT. Set, it turns the SYN filter off.
+	ProxyProtocolFrom string
+	// ProxyProtocolTimeout: a balancer's connection whose header has not
+	// arrived within it is closed.
+	ProxyProtocolTimeout time.Duration
 
 	DefaultMaxConnections int           // for tenants without a quotas row
 	HeartbeatTTL          time.Duration // connection-limit lease TTL
@@ -93,6 +102,7 @@ func DefaultConfig() Config {
 		AcceptBurst:           4000,
 		MaxPendingPerIP:       64,
 		SYNFilter:             true,
+		ProxyProtocolTimeout:  5 * time.Second,
 		DefaultMaxConnections: 1000,
 		HeartbeatTTL:          10 * time.Second,
 		DrainGrace:            25 * time.Second,
@@ -129,7 +139,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.AcceptBurst, "accept-burst", c.AcceptBurst, "global accept burst")
 	fs.IntVar(&c.MaxPendingPerIP, "max-pending-per-ip", c.MaxPendingPerIP, "connections per client IPv4 address or IPv6 /64 not yet authenticated; more are closed at accept")
 	fs.BoolVar(&c.SYNFilter, "syn-filter", c.SYNFilter, "drop SYNs over -per-ip-rate/-per-ip-burst per source in the kernel (eBPF; needs CAP_BPF or root, else off with an INFO line)")
-	fs.BoolVar(&c.BehindLoadBalancer, "behind-load-balancer", c.BehindLoadBalancer, "devices connect through a load balancer that hides their addresses (SNAT or PROXY protocol): turns -syn-filter off")
+	fs.BoolVar(&c.BehindLoadBalancer, "behind-load-balancer", c.BehindLoadBalancer, "devices connect through a load balancer that hides their addresses (SNAT): turns -syn-filter off")
+	fs.StringVar(&c.ProxyProtocolFrom, "proxy-protocol-from", c.ProxyProtocolFrom, "load balancers (CIDR[,CIDR]) whose connections must start with a PROXY protocol v1 or v2 header naming the device; limits and logs then use the device's address; turns -syn-filter off")
+	fs.DurationVar(&c.ProxyProtocolTimeout, "proxy-protocol-timeout", c.ProxyProtocolTimeout, "how long a -proxy-protocol-from connection may take to send its PROXY header")
 	fs.IntVar(&c.DefaultMaxConnections, "default-max-connections", c.DefaultMaxConnections, "connection limit for tenants without quotas")
 	fs.DurationVar(&c.HeartbeatTTL, "lease-ttl", c.HeartbeatTTL, "connection-limit heartbeat TTL (a dead gateway's slots free after it)")
 	fs.BoolVar(&c.LimitFailClosed, "limit-fail-closed", c.LimitFailClosed, "refuse connections when Redis is unreachable (default admits)")
@@ -197,6 +209,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxPendingPerIP < 1 {
 		errs = append(errs, errors.New("-max-pending-per-ip must be at least 1"))
+	}
+	if _, err := parseTrusted(c.ProxyProtocolFrom); err != nil {
+		errs = append(errs, fmt.Errorf("-proxy-protocol-from: %w", err))
+	}
+	if c.ProxyProtocolTimeout <= 0 {
+		errs = append(errs, errors.New("-proxy-protocol-timeout must be positive"))
 	}
 	if c.TraceSample < 0 || c.TraceSample > 1 {
 		errs = append(errs, errors.New("-trace-sample must be within [0, 1]"))

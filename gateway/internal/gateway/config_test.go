@@ -18,6 +18,7 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 		"BERTH_DRAIN_GRACE":           "3s",
 		"BERTH_GATEWAY_ID":            "gw-from-env",
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318",
+		"BERTH_PROXY_PROTOCOL_FROM":   "10.0.0.0/8,192.168.0.0/16",
 	}
 	cfg := DefaultConfig()
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
@@ -45,6 +46,8 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 		{"OTLP endpoint from OTEL_EXPORTER_OTLP_ENDPOINT", cfg.OTLPEndpoint, "http://collector:4318"},
 		{"default trace sample", cfg.TraceSample, 0.01},
 		{"metrics internal by default", cfg.MetricsListen, "127.0.0.1:9101"},
+		{"balancers from BERTH_PROXY_PROTOCOL_FROM", cfg.ProxyProtocolFrom, "10.0.0.0/8,192.168.0.0/16"},
+		{"default PROXY header timeout", cfg.ProxyProtocolTimeout, 5 * time.Second},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,6 +105,9 @@ func TestConfigValidate(t *testing.T) {
 		{"tracing off", func(c *Config) { c.TraceSample = 0 }, ""},
 		{"OTLP endpoint without a scheme", func(c *Config) { c.OTLPEndpoint = "collector:4318" }, "otlp-endpoint"},
 		{"OTLP endpoint", func(c *Config) { c.OTLPEndpoint = "https://otel.example.com" }, ""},
+		{"balancers", func(c *Config) { c.ProxyProtocolFrom = "10.0.0.0/8, 2001:db8::1" }, ""},
+		{"balancer not a CIDR", func(c *Config) { c.ProxyProtocolFrom = "10.0.0.0/8,lb.internal" }, "proxy-protocol-from"},
+		{"no PROXY header timeout", func(c *Config) { c.ProxyProtocolTimeout = 0 }, "proxy-protocol-timeout"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

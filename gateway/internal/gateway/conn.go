@@ -114,7 +114,8 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport
 	g.m.active.Inc()
 	defer g.m.active.Dec()
 	defer pend.release()
-	log := g.log.With("conn_id", g.nextID.Add(1), "remote", client.RemoteAddr().String())
+	remote := s.remoteAddr() // the device's, also behind a PROXY-protocol balancer
+	log := g.log.With("conn_id", g.nextID.Add(1), "remote", remote.String())
 	deadline := start.Add(g.cfg.ConnectTimeout)
 	client.SetDeadline(deadline)
 	ctx, cancel := context.WithDeadline(g.connCtx, deadline)
@@ -222,7 +223,7 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport
 
 	// Route: dial the node, send it the signed PROXY header and the CONNECT.
 	ct.enter(phaseRoute, time.Now())
-	src, dst := addrPort(client.RemoteAddr()), addrPort(client.LocalAddr())
+	src, dst := addrPort(remote), addrPort(client.LocalAddr())
 	if !src.IsValid() || !dst.IsValid() {
 		src, dst = netip.AddrPort{}, netip.AddrPort{} // UNSPEC rather than half an address
 	}

@@ -16,6 +16,10 @@
 //	   │        refused: reset at once (RST, SO_LINGER 0: no TIME_WAIT), unread, counted
 //	   │        (berth_gateway_rate_limited_total{scope=global|ip|pending}); the pending
 //	   │        cap logs one Warn per 10 s, then a summary of the lines not logged
+//	   │        From a ProxyProtocolFrom balancer (balancer.go): the global rate
+//	   │        here; then its PROXY header (v1/v2, package proxyheader) within
+//	   │        ProxyProtocolTimeout, or closed; then the per-IP rate and pending
+//	   │        cap of the device it names, whose address is logged and signed
 //	   ▼
 //	tcp  (1883)  nothing more
 //	tls  (8883)  TLS handshake (ALPN mqtt)

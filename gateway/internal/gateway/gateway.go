@@ -55,7 +55,11 @@ type Gateway struct {
 	bufs      *bufPool
 	tls       *tls.Config       // nil without a certificate
 	syn       *synfilter.Filter // the kernel SYN filter; nil when off
-	tr        trace.Tracer
+	// balancers send a PROXY header naming the device (balancer.go);
+	// proxyRefused counts their connections closed for it.
+	balancers    balancers
+	proxyRefused *prometheus.CounterVec
+	tr           trace.Tracer
 
 	connCtx    context.Context // cancelled when Shutdown gives up waiting
 	cancelConn context.CancelFunc
@@ -78,6 +82,18 @@ type session struct {
 	mu     sync.Mutex
 	client net.Conn
 	node   net.Conn
+	// remote is the device's address when a balancer's PROXY header named
+	// it (the TCP and TLS listeners); nil means client.RemoteAddr(). Set
+	// before handle runs, by the goroutine that runs it.
+	remote net.Addr
+}
+
+// remoteAddr is the device's address.
+func (s *session) remoteAddr() net.Addr {
+	if s.remote != nil {
+		return s.remote
+	}
+	return s.client.RemoteAddr()
 }
 
 func (s *session) setNode(c net.Conn) {
@@ -129,6 +145,11 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 		addrs:    map[string]net.Addr{},
 	}
 	g.connCtx, g.cancelConn = context.WithCancel(context.Background())
+	var err error
+	if g.balancers, err = parseTrusted(cfg.ProxyProtocolFrom); err != nil {
+		return nil, fmt.Errorf("gateway: -proxy-protocol-from: %w", err)
+	}
+	g.proxyRefused = proxyRefusedMetric(reg)
 	if cfg.TLSCert != "" {
 		cr, err := newCertReloader(cfg.TLSCert, cfg.TLSKey, cfg.TLSReloadCheck, d.Logger)
 		if err != nil {
@@ -207,6 +228,11 @@ func (g *Gateway) Start(ctx context.Context) error {
 			g.loops.Go(func() { g.acceptLoop(ln, g.tls) })
 		case KindWS, KindWSS:
 			var l net.Listener = limitedListener{ln, g} // rate limits before any TLS or HTTP work
+			if len(g.balancers) > 0 {
+				bl := newBalancerListener(ln, g)
+				g.loops.Go(bl.run)
+				l = bl
+			}
 			if w.kind == KindWSS {
 				l = tls.NewListener(l, g.wssTLS())
 			}
@@ -356,51 +382,4 @@ func (g *Gateway) untrack(s *session) {
 	delete(g.sessions, s)
 	g.mu.Unlock()
 	g.conns.Done()
-}
-
-func (g *Gateway) acceptLoop(ln net.Listener, tlsConf *tls.Config) {
-	var delay time.Duration
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// EMFILE and friends: back off instead of spinning.
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			g.log.Warn("accept failed", "err", err, "retry_in", delay)
-			time.Sleep(delay)
-			continue
-		}
-		delay = 0
-		start := time.Now()
-		pend, ok := g.admit(c)
-		if !ok {
-			continue
-		}
-		s := &session{client: c}
-		if !g.track(s) {
-			pend.release()
-			c.Close()
-			continue
-		}
-		go func() {
-			defer g.untrack(s)
-			defer pend.release() // after the close: the TLS handshake or CONNECT never came, or was refused
-			defer c.Close()
-			if tlsConf == nil {
-				g.handle(s, c, start, KindTCP, "", pend)
-				return
-			}
-			tc := tls.Server(c, tlsConf)
-			ctx, cancel := context.WithDeadline(g.connCtx, start.Add(g.cfg.ConnectTimeout))
-			err := tc.HandshakeContext(ctx)
-			cancel()
-			if err != nil {
-				g.tlsHandshakeFailed()
-				return
-			}
-			g.handle(s, tc, start, KindTLS, tc.ConnectionState().ServerName, pend)
-		}()
-	}
 }

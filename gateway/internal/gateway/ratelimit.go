@@ -38,15 +38,16 @@ func newAdmission(cfg *Config) *admission {
 	}
 }
 
-// allow reports whether a new connection from addr may proceed, and if
-// not, which limit refused it ("global" or "ip").
-func (a *admission) allow(addr net.Addr, now time.Time) (bool, string) {
-	if !a.global.AllowN(now, 1) {
-		return false, "global"
-	}
+// allowGlobal reports whether the whole gateway may take a new
+// connection now.
+func (a *admission) allowGlobal(now time.Time) bool { return a.global.AllowN(now, 1) }
+
+// allowIP reports whether a new connection from addr is within its
+// source's rate.
+func (a *admission) allowIP(addr net.Addr, now time.Time) bool {
 	ip := addrPort(addr).Addr()
 	if !ip.IsValid() {
-		return true, ""
+		return true
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -61,10 +62,7 @@ func (a *admission) allow(addr net.Addr, now time.Time) (bool, string) {
 		}
 	}
 	l.seen = now
-	if !l.lim.AllowN(now, 1) {
-		return false, "ip"
-	}
-	return true, ""
+	return l.lim.AllowN(now, 1)
 }
 
 // sweepLocked drops limiters idle long enough to have refilled their burst.
@@ -93,13 +91,33 @@ const (
 // address is not IP) that its handler releases.
 func (g *Gateway) admit(c net.Conn) (*pendingSlot, bool) {
 	now := time.Now()
-	ok, scope := g.adm.allow(c.RemoteAddr(), now)
-	if !ok {
-		g.m.rateLimited.WithLabelValues(scope).Inc()
+	if !g.admitGlobal(c, now) {
+		return nil, false
+	}
+	return g.admitSource(c, c.RemoteAddr(), now)
+}
+
+// admitGlobal applies the whole gateway's accept rate to c, resetting it
+// when over.
+func (g *Gateway) admitGlobal(c net.Conn, now time.Time) bool {
+	if !g.adm.allowGlobal(now) {
+		g.m.rateLimited.WithLabelValues("global").Inc()
+		reset(c)
+		return false
+	}
+	return true
+}
+
+// admitSource applies the per-source rate and pending cap to c, whose
+// source is from: c's own address, or the device's that a balancer's
+// PROXY header named (balancer.go).
+func (g *Gateway) admitSource(c net.Conn, from net.Addr, now time.Time) (*pendingSlot, bool) {
+	if !g.adm.allowIP(from, now) {
+		g.m.rateLimited.WithLabelValues("ip").Inc()
 		reset(c)
 		return nil, false
 	}
-	slot, src, ok := g.pend.acquire(c.RemoteAddr())
+	slot, src, ok := g.pend.acquire(from)
 	if !ok {
 		g.m.rateLimited.WithLabelValues("pending").Inc()
 		reset(c)
@@ -144,7 +162,8 @@ func addrPort(a net.Addr) netip.AddrPort {
 // limitedListener applies admission to a listener handed to http.Server
 // (WebSocket), so refused connections never reach HTTP parsing. The
 // connections it returns hold their pending slot until they close (or
-// serveWS relays their CONNECT).
+// serveWS relays their CONNECT). With -proxy-protocol-from,
+// balancerListener takes its place.
 type limitedListener struct {
 	net.Listener
 	g *Gateway

@@ -23,6 +23,9 @@ func loadSYNFilter(cfg *Config, log *slog.Logger) *synfilter.Filter {
 	case cfg.BehindLoadBalancer:
 		log.Info("syn filter off", "reason", "-behind-load-balancer: every source is the balancer")
 		return nil
+	case cfg.ProxyProtocolFrom != "":
+		log.Info("syn filter off", "reason", "-proxy-protocol-from: the balancer sends every SYN; the per-IP limits count devices by their PROXY headers")
+		return nil
 	}
 	f, err := synfilter.New(cfg.PerIPRate, cfg.PerIPBurst)
 	if err != nil {

@@ -37,7 +37,8 @@ type renderCase struct {
 // renderCases: the default values (with the one required value), the
 // production-like file, that file where the Prometheus Operator's API
 // exists, that file with Redis Sentinel and with Redis Cluster, the trial
-// mode, and one node (which does not replicate).
+// mode, one node (which does not replicate), the gateway with the kernel
+// SYN filter, and the production file behind an NLB sending PROXY headers.
 func renderCases() []renderCase {
 	return []renderCase{
 		{name: "default", args: []string{"--set", "image.tag=0.1.0"}},
@@ -48,6 +49,9 @@ func renderCases() []renderCase {
 		{name: "trial", bundled: true, args: []string{"--set", "image.tag=0.1.0",
 			"--set", "database.bundled.enabled=true", "--set", "redis.bundled.enabled=true"}},
 		{name: "one-node", args: []string{"--set", "image.tag=0.1.0", "--set", "node.replicas=1"}},
+		{name: "syn-filter", args: []string{"--set", "image.tag=0.1.0", "--set", "gateway.synFilter.enabled=true"}},
+		{name: "proxy-protocol", args: []string{"-f", prodValues, "--set", "gateway.proxyProtocolFrom=10.0.0.0/8",
+			"--set-string", `gateway.service.annotations.service\.beta\.kubernetes\.io/aws-load-balancer-proxy-protocol=*`}},
 	}
 }
 

@@ -21,7 +21,8 @@ var (
 
 // TestPolicyContainers holds every container of every values set to the
 // rules: pinned images, resources, probes where a port is served, non-root,
-// read-only root filesystem, no privilege escalation, no capabilities.
+// read-only root filesystem, no privilege escalation, no capabilities (but
+// CAP_BPF, as uid 0, for the gateway with gateway.synFilter).
 func TestPolicyContainers(t *testing.T) {
 	h := newHelm(t)
 	for _, rc := range renderCases() {
@@ -75,15 +76,24 @@ func checkContainer(t *testing.T, w workload, ps corev1.PodSpec, c corev1.Contai
 	if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
 		t.Errorf("%s: privilege escalation allowed", where)
 	}
-	if sc == nil || sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0 {
-		t.Errorf("%s: capabilities not all dropped", where)
-	}
-	nonRoot := ps.SecurityContext != nil && ps.SecurityContext.RunAsNonRoot != nil && *ps.SecurityContext.RunAsNonRoot
-	if sc != nil && sc.RunAsNonRoot != nil {
-		nonRoot = *sc.RunAsNonRoot
-	}
-	if !nonRoot {
-		t.Errorf("%s: may run as root (runAsNonRoot unset)", where)
+	if w.name == "berth-gateway" && slices.Contains(c.Args, "-syn-filter=true") {
+		// The one exception (gateway.synFilter): loading the kernel SYN
+		// filter needs CAP_BPF, which Kubernetes grants to uid 0 only.
+		if sc == nil || sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") ||
+			!slices.Equal(sc.Capabilities.Add, []corev1.Capability{"BPF"}) || sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+			t.Errorf("%s: with -syn-filter=true, want uid 0 with every capability dropped but BPF", where)
+		}
+	} else {
+		if sc == nil || sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0 {
+			t.Errorf("%s: capabilities not all dropped", where)
+		}
+		nonRoot := ps.SecurityContext != nil && ps.SecurityContext.RunAsNonRoot != nil && *ps.SecurityContext.RunAsNonRoot
+		if sc != nil && sc.RunAsNonRoot != nil {
+			nonRoot = *sc.RunAsNonRoot
+		}
+		if !nonRoot {
+			t.Errorf("%s: may run as root (runAsNonRoot unset)", where)
+		}
 	}
 	if sc != nil && sc.Privileged != nil && *sc.Privileged {
 		t.Errorf("%s: privileged", where)
