@@ -92,6 +92,23 @@ func TestZeroAllocs(t *testing.T) {
 				t.Errorf("%v allocs per ReadPacket", allocs)
 			}
 		})
+		t.Run(fmt.Sprintf("Reader PUBLISH into a buffer v%d", v), func(t *testing.T) {
+			raw, _ := samplePublish(v, 20000).Append(nil, v)
+			r := NewReader(&loopReader{data: raw}, 4096)
+			dst := make([]byte, len(raw))
+			allocs := testing.AllocsPerRun(100, func() {
+				fh, err := r.Header(1 << 20)
+				if err != nil || fh.Type != TypePublish {
+					t.Fatal(fh, err)
+				}
+				if err := r.BodyInto(dst[:fh.Remaining]); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if allocs != 0 {
+				t.Errorf("%v allocs per Header and BodyInto", allocs)
+			}
+		})
 	}
 	for _, name := range []string{"CONNECT 3.1.1 minimal", "CONNECT 3.1 will user password", "CONNECT 5 properties will",
 		"SUBSCRIBE 5 options", "PUBCOMP 5 user property", "DISCONNECT 5 properties"} {

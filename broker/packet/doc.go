@@ -12,7 +12,8 @@
 // are truncated and reused, so decoding into the same struct again
 // allocates nothing. Append methods encode a whole packet onto dst and
 // allocate nothing when dst has the capacity. Reader reads packets from a
-// stream into one reusable buffer.
+// stream into one reusable buffer; Header and BodyInto let the caller put
+// a body it keeps (a big PUBLISH payload) straight into its own buffer.
 //
 // # Errors
 //

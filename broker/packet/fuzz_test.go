@@ -54,7 +54,9 @@ func FuzzDecode(f *testing.F) {
 }
 
 // FuzzReader: a stream read in randomly sized pieces yields the same packets
-// and the same final error as the stream read whole.
+// and the same final error as the stream read whole, also when bodies are
+// read in two steps, some of them straight into a buffer of their own
+// (Header, BodyInto), as the broker reads big PUBLISH packets.
 func FuzzReader(f *testing.F) {
 	all := stream()
 	f.Add(all, uint64(1))
@@ -82,8 +84,10 @@ func FuzzReader(f *testing.F) {
 
 // readAllIdle is readAll as a connection's reader does it: whenever
 // nothing is buffered it hands its buffer back and takes another (Release,
-// Use), and Ready must promise exactly that the next ReadPacket does not
-// read from the stream.
+// Use), and Ready must promise exactly that reading the next packet does
+// not read from the stream. Packets are read whole (ReadPacket), or in two
+// steps with the body in the Reader's buffer (Header, Body) or straight
+// into one of the caller's (Header, BodyInto), at random.
 func readAllIdle(t *testing.T, r *Reader, src *chunkReader, maxSize int) ([]readResult, error) {
 	var out []readResult
 	for {
@@ -91,9 +95,40 @@ func readAllIdle(t *testing.T, r *Reader, src *chunkReader, maxSize int) ([]read
 			r.Use(make([]byte, 16+src.rnd.IntN(48)))
 		}
 		ready, reads := r.Ready(), src.reads
-		fh, body, err := r.ReadPacket(maxSize)
+		var fh FixedHeader
+		var body []byte
+		var err error
+		switch src.rnd.IntN(3) {
+		case 0:
+			fh, body, err = r.ReadPacket(maxSize)
+		case 1:
+			if fh, err = r.Header(maxSize); err == nil {
+				body, err = r.Body()
+			}
+		default:
+			if fh, err = r.Header(maxSize); err != nil {
+				break
+			}
+			if again, _ := r.Header(maxSize); again != fh {
+				t.Fatalf("Header again returned %v, want %v", again, fh)
+			}
+			n := len(r.buf)
+			// A buffer with bytes before and after the body's, which
+			// BodyInto must leave alone.
+			dst := bytes.Repeat([]byte{0xA5}, fh.Remaining+2)
+			if err = r.BodyInto(dst[1 : 1+fh.Remaining]); err != nil {
+				break
+			}
+			if dst[0] != 0xA5 || dst[len(dst)-1] != 0xA5 {
+				t.Fatalf("BodyInto wrote outside its buffer")
+			}
+			if len(r.buf) != n {
+				t.Fatalf("BodyInto grew the buffer from %d to %d bytes", n, len(r.buf))
+			}
+			body = dst[1 : 1+fh.Remaining]
+		}
 		if ready && src.reads != reads {
-			t.Fatalf("Ready() was true, yet ReadPacket read from the stream")
+			t.Fatalf("Ready() was true, yet reading the packet read from the stream")
 		}
 		if err != nil {
 			return out, err

@@ -15,11 +15,24 @@ var ErrNoProgress = errors.New("packet: reader made no progress")
 // length is checked before any body byte is read, and the buffer grows only
 // as body bytes actually arrive, so a huge declared length costs nothing
 // until the peer sends the data.
+//
+// A packet can also be read in two steps, Header then Body or BodyInto,
+// so that the caller sees the fixed header before choosing where the body
+// goes: BodyInto reads it straight from the stream into the caller's
+// buffer (a big PUBLISH into the message that will hold it), copying only
+// what was already buffered.
 type Reader struct {
 	r          io.Reader
 	buf        []byte
 	start, end int // unread bytes are buf[start:end]
+	// The fixed header Header returned, at buf[start:start+hn], whose
+	// body is still to be read; hn is 0 when there is none.
+	fh FixedHeader
+	hn int
 }
+
+// errNoHeader is returned by Body and BodyInto without a Header first.
+var errNoHeader = errors.New("packet: body read without its fixed header")
 
 // NewReader returns a Reader with an initial buffer of bufSize bytes
 // (at least 16).
@@ -31,7 +44,7 @@ func NewReader(r io.Reader, bufSize int) *Reader {
 // connection after connection. Buffered bytes are dropped.
 func (r *Reader) Reset(src io.Reader) {
 	r.r = src
-	r.start, r.end = 0, 0
+	r.start, r.end, r.hn = 0, 0, 0
 }
 
 // Release takes the Reader's buffer away and returns it, so that a
@@ -77,6 +90,22 @@ func (r *Reader) Ready() bool {
 // packet, io.ErrUnexpectedEOF. After any error the stream position is
 // undefined: close the connection (or Reset) rather than read on.
 func (r *Reader) ReadPacket(maxSize int) (FixedHeader, []byte, error) {
+	fh, err := r.Header(maxSize)
+	if err != nil {
+		return fh, nil, err
+	}
+	body, err := r.Body()
+	return fh, body, err
+}
+
+// Header reads the next packet's fixed header and checks it as ReadPacket
+// does (maxSize, ErrPacketTooLarge, ErrMalformed, io.EOF), leaving its body
+// unread: Body or BodyInto reads it. Called again before that, it returns
+// the same header.
+func (r *Reader) Header(maxSize int) (FixedHeader, error) {
+	if r.hn > 0 {
+		return r.fh, nil
+	}
 	if maxSize <= 0 || maxSize > MaxPacketSize {
 		maxSize = MaxPacketSize
 	}
@@ -87,33 +116,84 @@ func (r *Reader) ReadPacket(maxSize int) (FixedHeader, []byte, error) {
 		var err error
 		fh, hn, err = ParseFixedHeader(r.buf[r.start:r.end])
 		if err != nil {
-			return fh, nil, err
+			return fh, err
 		}
 		if hn > 0 {
 			break
 		}
 		if err := r.fill(r.start + 5); err != nil {
-			return fh, nil, err
+			return fh, err
 		}
 	}
-	total := hn + fh.Remaining
-	if total > maxSize {
-		return fh, nil, errorf(ErrPacketTooLarge, fh.Type, "packet larger than the maximum packet size")
+	if hn+fh.Remaining > maxSize {
+		return fh, errorf(ErrPacketTooLarge, fh.Type, "packet larger than the maximum packet size")
 	}
+	r.fh, r.hn = fh, hn
+	return fh, nil
+}
+
+// Body reads the body of the packet whose fixed header Header returned.
+// It aliases the Reader's buffer and is valid until the next call.
+func (r *Reader) Body() ([]byte, error) {
+	if r.hn == 0 {
+		return nil, errNoHeader
+	}
+	total := r.hn + r.fh.Remaining
 	for r.end-r.start < total {
 		if err := r.fill(r.start + total); err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
-			return fh, nil, err
+			return nil, err
 		}
 	}
-	body := r.buf[r.start+hn : r.start+total : r.start+total]
-	r.start += total
+	body := r.buf[r.start+r.hn : r.start+total : r.start+total]
+	r.consume(total)
+	return body, nil
+}
+
+// BodyInto reads the body of the packet whose fixed header Header
+// returned into dst, which must be exactly its remaining length long. The
+// part already buffered is copied; the rest is read from the stream
+// straight into dst, never past the packet's end, and the Reader's buffer
+// does not grow. After an error the stream position is undefined, as for
+// ReadPacket; dst's contents then are too.
+func (r *Reader) BodyInto(dst []byte) error {
+	if r.hn == 0 {
+		return errNoHeader
+	}
+	if len(dst) != r.fh.Remaining {
+		return errorf(ErrMalformed, r.fh.Type, "body buffer differs from remaining length")
+	}
+	n := copy(dst, r.buf[r.start+r.hn:r.end])
+	r.consume(r.hn + n)
+	for idle := 0; n < len(dst); {
+		m, err := r.r.Read(dst[n:])
+		n += m
+		switch {
+		case m > 0:
+			idle = 0
+		case err == io.EOF:
+			return io.ErrUnexpectedEOF
+		case err != nil:
+			return err
+		default:
+			if idle++; idle == 100 {
+				return ErrNoProgress
+			}
+		}
+	}
+	return nil
+}
+
+// consume drops n buffered bytes, the packet just read, and with them the
+// pending fixed header.
+func (r *Reader) consume(n int) {
+	r.start += n
 	if r.start == r.end {
 		r.start, r.end = 0, 0
 	}
-	return fh, body, nil
+	r.hn = 0
 }
 
 // fill reads once from the stream into the free space after buf[end],

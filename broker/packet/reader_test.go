@@ -284,3 +284,37 @@ func TestReaderReleaseUse(t *testing.T) {
 		t.Fatalf("after Use: %v", err)
 	}
 }
+
+// TestReaderBodyInto: a body read into the caller's buffer comes straight
+// from the stream, without growing the Reader's buffer or reading past
+// the packet, so the next packet reads as usual; a body read without its
+// header, or into a buffer of the wrong size, is an error.
+func TestReaderBodyInto(t *testing.T) {
+	big := &Publish{Topic: b("t"), Payload: bytes.Repeat([]byte{7}, 100_000)}
+	raw, _ := big.Append(nil, Version311)
+	raw = append(raw, 0xc0, 0x00) // PINGREQ
+	r := NewReader(&chunkReader{data: raw, rnd: rand.New(rand.NewPCG(5, 6)), max: 7000}, 16)
+	if _, err := r.Body(); err != errNoHeader {
+		t.Fatalf("Body before Header: %v", err)
+	}
+	fh, err := r.Header(0)
+	if err != nil || fh.Type != TypePublish {
+		t.Fatal(fh, err)
+	}
+	if err := r.BodyInto(make([]byte, fh.Remaining-1)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("BodyInto a short buffer: %v", err)
+	}
+	dst := make([]byte, fh.Remaining)
+	if err := r.BodyInto(dst); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(dst[3:], big.Payload) || len(r.buf) != 16 {
+		t.Fatalf("payload read: %v, buffer %d bytes", bytes.Equal(dst[3:], big.Payload), len(r.buf))
+	}
+	if err := r.BodyInto(dst); err != errNoHeader {
+		t.Fatalf("a second BodyInto: %v", err)
+	}
+	if fh, _, err := r.ReadPacket(0); err != nil || fh.Type != TypePingreq {
+		t.Fatalf("the next packet: %v %v", fh.Type, err)
+	}
+}
