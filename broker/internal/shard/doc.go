@@ -109,6 +109,9 @@
 // a writer stops at a queued message whose record is not yet durable
 // (conn.deliverableLocked) and the same ack wave wakes it; stored entries
 // wait in waitReadable, and a retained message is shown only once stored.
+// The retained store keeps a copy of its own, never in the log; the copy
+// a queue or inflight window owns (message.own) carries its record's
+// offset, so it is gated like the message.
 //
 // A session's pending messages that live in the log are storedEntry
 // values (offset, QoS, RETAIN, subscription id: 16 bytes), in the

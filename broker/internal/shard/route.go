@@ -332,7 +332,7 @@ func (s *Shard) setRetained(m *message) {
 		}
 		return
 	}
-	m = m.own() // kept until replaced: hold no slab chunk, no pooled buffer
+	m = s.retainedCopy(m) // kept until replaced: no slab chunk, no pooled buffer, no log offset
 	if err := s.store.SetRetained(m.toStore()); err != nil {
 		s.opts.Logger.Warn("storing retained message", "topic", t, "err", err)
 		if s.syncAcks {

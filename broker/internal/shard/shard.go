@@ -123,6 +123,7 @@ func (s *Shard) load() {
 	if err != nil {
 		s.opts.Logger.Warn("loading retained messages", "err", err)
 	}
+	var clamped []*session // positions past the log's end (cursorclamp.go)
 	err = s.store.Sessions(func(ss *store.Session) bool {
 		sess := s.newSessionLocked(ss.ClientID)
 		sess.expiry, _ = s.capExpiry(ss.ExpiryInterval) // a cap lowered since it was saved applies
@@ -130,6 +131,9 @@ func (s *Shard) load() {
 		sess.cursor, sess.q2pos = ss.Cursor, ss.Cursor
 		if ss.QoS2From != 0 {
 			sess.q2pos = ss.QoS2From - 1 // below the cursor (qos2.go)
+		}
+		if s.log != nil && sess.clampToLog(s.log.NextOffset()) {
+			clamped = append(clamped, sess)
 		}
 		for _, sub := range ss.Subscriptions {
 			_, _ = s.tree.Subscribe(sess.id, sub.Filter, topic.Options{
@@ -146,6 +150,7 @@ func (s *Shard) load() {
 	if err != nil {
 		s.opts.Logger.Warn("loading sessions", "err", err)
 	}
+	s.saveClamped(clamped)
 	if s.log != nil {
 		start := time.Now()
 		n, err := s.rebuildPending()

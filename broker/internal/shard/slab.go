@@ -88,8 +88,10 @@ func (sl *slab) release() { *sl = slab{pool: sl.pool} }
 
 // own returns m itself, or, for a slab message or a pooled one (msgbuf.go),
 // a copy that holds only its own memory, made once and shared by every
-// caller. The caller must hold m (a pooled one: a reference) while it
-// copies.
+// caller. The copy carries m's log offset, so m must be logged first (a
+// queue, an inflight window: publishAt appends before it routes); the
+// retained store takes a copy of its own (retainedCopy). The caller must
+// hold m (a pooled one: a reference) while it copies.
 func (m *message) own() *message {
 	if m.chunk == nil && m.buf == nil {
 		return m
@@ -97,14 +99,35 @@ func (m *message) own() *message {
 	if c := m.owned.Load(); c != nil {
 		return c
 	}
-	p := packet.Publish{QoS: m.qos, Retain: m.retain, Topic: m.topic, Payload: m.payload, Props: m.props.full()}
-	c := newMessage(&p, m.topic, time.Unix(0, m.created), m.publisher)
-	c.expireAt = m.expireAt
-	c.off, c.lost, c.dead = m.off, m.lost, m.dead
+	c := m.copyOwned()
+	c.off, c.lost = m.off, m.lost
 	c.readAt = m.readAt
 	c.trace = m.trace
 	if !m.owned.CompareAndSwap(nil, c) {
 		return m.owned.Load()
 	}
+	return c
+}
+
+// retainedCopy returns what the retained store keeps of m: a message
+// holding only its own memory, not in the log (offset 0: delivered
+// ungated, outside cursors), to which nothing is written once it is shown.
+// That is m itself when m holds its own memory and will not be logged;
+// else a fresh copy, not m's owned copy: setRetained runs before m is
+// appended, and the owned copy must carry the record's offset (own).
+func (s *Shard) retainedCopy(m *message) *message {
+	if m.chunk == nil && m.buf == nil && m.off == 0 && (s.log == nil || m.qos == 0) {
+		return m
+	}
+	return m.copyOwned()
+}
+
+// copyOwned copies m into memory of its own: the message, not its place
+// in the log or its delivery state.
+func (m *message) copyOwned() *message {
+	p := packet.Publish{QoS: m.qos, Retain: m.retain, Topic: m.topic, Payload: m.payload, Props: m.props.full()}
+	c := newMessage(&p, m.topic, time.Unix(0, m.created), m.publisher)
+	c.expireAt = m.expireAt
+	c.dead = m.dead
 	return c
 }
