@@ -84,7 +84,7 @@ func (s *Shard) Kick(clientID string, discard bool) error {
 	sess.mu.Unlock()
 	if c != nil {
 		c.kick(packet.ErrAdministrativeAction)
-		<-c.done
+		<-c.ended()
 		return nil
 	}
 	if discard {
@@ -153,7 +153,7 @@ func (s *Shard) EndSessionsOf(cred string, reason packet.ReasonCode) int {
 	timeout := time.After(takeoverTimeout)
 	for _, c := range live {
 		select {
-		case <-c.done:
+		case <-c.ended():
 		case <-timeout:
 		}
 	}
@@ -209,7 +209,7 @@ func (s *Shard) Sessions() []SessionInfo {
 			at := time.Unix(0, sess.attachedAt).UTC()
 			info.ConnectedAt = &at
 		}
-		for _, n := range sess.dropped {
+		for _, n := range sess.dropCountsLocked() {
 			info.Dropped += n
 		}
 		// Queued: in memory, and in the message log by offset (what an

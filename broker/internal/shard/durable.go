@@ -57,13 +57,13 @@ func (c *conn) ackPublish(m *message, qos byte, id uint16, code packet.ReasonCod
 	s, sess := c.shard, c.sess
 	sess.mu.Lock()
 	if qos == 2 {
-		sess.awaitingRel[id] = m.off // as appendLocked set it, or 0 when not logged
+		sess.putAwaitingRelLocked(id, m.off) // as appendLocked set it, or 0 when not logged
 	}
 	always := s.syncAcks
 	if !always || (m.off == 0 && len(c.pendingAcks) == 0) {
 		c.sendAckLocked(t, id, code) // [MQTT-4.3.2-4]
 		sess.mu.Unlock()
-		c.out.add(c)
+		c.outbox().add(c)
 		c.noteAck(m.readAt)
 		return nil
 	}

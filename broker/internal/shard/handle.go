@@ -78,18 +78,23 @@ var pingresp = packet.Ping{Type: packet.TypePingresp}
 func (c *conn) handlePublish(p *packet.Publish) error {
 	s := c.shard
 	s.stats.msgsIn.Add(1)
-	c.traffic.MessagesIn.Add(1)
+	c.info.Traffic.addMessagesIn(1)
 	name := p.Topic
 	if c.version == packet.Version5 && p.Props.Has.Has(packet.PropTopicAlias) {
 		a := int(p.Props.TopicAlias)
-		if a >= len(c.inAliases) {
+		if a > s.opts.TopicAliasMaximum {
 			return packet.ErrTopicAliasInvalid // [MQTT-3.3.2-9] [MQTT-3.3.2-10]
 		}
 		if len(name) == 0 {
-			if name = c.inAliases[a]; name == nil {
+			if a >= len(c.inAliases) || c.inAliases[a] == nil {
 				return packet.ErrProtocol // unknown alias (MQTT 5.0 section 3.3.2.3.4)
 			}
+			name = c.inAliases[a]
 		} else {
+			if c.inAliases == nil {
+				// Made on the first alias: most clients never use one.
+				c.inAliases = make([][]byte, s.opts.TopicAliasMaximum+1)
+			}
 			c.inAliases[a] = append(c.inAliases[a][:0], name...)
 		}
 	}
@@ -169,7 +174,7 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 		case 2:
 			if code == packet.CodeSuccess {
 				sess.mu.Lock()
-				sess.awaitingRel[p.PacketID] = 0 // not logged: nothing to deliver twice
+				sess.putAwaitingRelLocked(p.PacketID, 0) // not logged: nothing to deliver twice
 				sess.mu.Unlock()
 			}
 			c.sendAck(packet.TypePubrec, p.PacketID, code)
@@ -182,11 +187,11 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 	}
 	m.readAt = monoOf(now)
 	m.trace = tr
-	matched := s.publishAt(m, &c.in.matches, &c.out, now)
+	matched := s.publishAt(m, &c.in.matches, &c.in.out, now)
 	if m.lost && p.QoS > 0 {
 		refund(c.info.Limiter)
 		err := c.refuseUnlogged(m, p, tr)
-		m.unref()
+		m.unref() // the reader's reference (msgbuf.go)
 		return err
 	}
 	// Accepted: the one count billing bills (Stats.MessagesAccepted).
@@ -200,7 +205,7 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 		// [MQTT-4.3.2-4] [MQTT-4.3.3-8], after the fsync under -fsync always.
 		err = c.ackPublish(m, p.QoS, p.PacketID, code)
 	}
-	m.unref()
+	m.unref() // the reader's reference (msgbuf.go)
 	if tr != nil && !tr.parked {
 		errText := ""
 		if err != nil {
@@ -221,7 +226,7 @@ func (c *conn) sendAck(t packet.Type, id uint16, code packet.ReasonCode) {
 	}
 	c.sendAckLocked(t, id, code)
 	c.sess.mu.Unlock()
-	c.out.add(c) // sent with the acks of the packets read together
+	c.outbox().add(c) // sent with the acks of the packets read together
 }
 
 // handleAck processes PUBACK, PUBREC, PUBCOMP (our outbound flows) and
@@ -238,7 +243,7 @@ func (c *conn) handleAck(a *packet.Ack) error {
 			delete(sess.inflight, a.PacketID) // the id is free again (MQTT 5.0 section 2.2.1)
 			sess.endTraceLocked(a.PacketID, true, "")
 			c.noteAckedLocked(&d)
-			d.msg.unref()
+			d.msg.unref() // the inflight entry's; a batch still writing it holds its own
 		}
 	case packet.TypePubrec:
 		d, ok := sess.inflight[a.PacketID]
@@ -288,7 +293,7 @@ func (c *conn) handleAck(a *packet.Ack) error {
 		}
 		c.sendAckLocked(packet.TypePubcomp, a.PacketID, code)
 	}
-	c.out.add(c) // an answer, or room in the inflight window
+	c.outbox().add(c) // an answer, or room in the inflight window
 	return err
 }
 
@@ -358,7 +363,7 @@ func (c *conn) handleSubscribe(p *packet.Subscribe) error {
 	sess.mu.Lock()
 	c.sendLocked(&ack) // [MQTT-3.8.4-1]
 	sess.mu.Unlock()
-	c.out.add(c)
+	c.outbox().add(c)
 	c.runReplay(replay)
 	now := time.Now()
 	for _, r := range sendRetained {
@@ -400,7 +405,7 @@ func (c *conn) queueRetained(filter string, opts topic.Options, now time.Time) {
 			k.kick(packet.ErrQuotaExceeded)
 		}
 		if out != nil {
-			c.out.add(out)
+			c.outbox().add(out)
 		}
 	}
 }

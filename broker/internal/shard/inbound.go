@@ -28,7 +28,16 @@ type inbound struct {
 	// flush, for the session's StateAcked record (ackrecord.go).
 	logAcks  [maxLogAcks]uint64
 	nlogAcks int
+	// connRead is monoOf the CONNECT's read until its CONNACK is sent;
+	// 0 none.
+	connRead int64
+	// out are the connections with output from the packets being read;
+	// flushed before the reader waits for input, so empty when pooled.
+	out outbox
 }
+
+// outbox returns the reader's outbox, in its scratch.
+func (c *conn) outbox() *outbox { return &c.scratch().out }
 
 // takeReadBuf gives the reader a pooled buffer: a big one if its last
 // burst needed one and the pool has one, so that a stream of big packets
@@ -74,6 +83,7 @@ func (c *conn) releaseInput() {
 	if c.in != nil {
 		c.recordSent() // normally done by the outbox flush already
 		c.logAcked()
+		c.in.out.packets = 0
 		s.inbound.Put(c.in)
 		c.in = nil
 	}

@@ -80,7 +80,9 @@ func (c *conn) noteAck(read int64) {
 // the acknowledgements and CONNACK it sent; reader only.
 func (c *conn) flushOut() {
 	c.logAcked()
-	c.out.flush()
+	if c.in != nil {
+		c.in.out.flush()
+	}
 	c.recordSent()
 }
 
@@ -88,20 +90,18 @@ func (c *conn) flushOut() {
 // the last flush as sent now.
 func (c *conn) recordSent() {
 	in := c.in
-	if c.connRead == 0 && (in == nil || in.nacks == 0) {
+	if in == nil || (in.connRead == 0 && in.nacks == 0) {
 		return
 	}
 	now, lat := monoNow(), &c.shard.opts.Latency
-	if c.connRead != 0 {
-		lat.Connect.Record(now - c.connRead)
-		c.connRead = 0
+	if in.connRead != 0 {
+		lat.Connect.Record(now - in.connRead)
+		in.connRead = 0
 	}
-	if in != nil {
-		for _, read := range in.acks[:in.nacks] {
-			lat.Ack.Record(now - read)
-		}
-		in.nacks = 0
+	for _, read := range in.acks[:in.nacks] {
+		lat.Ack.Record(now - read)
 	}
+	in.nacks = 0
 }
 
 // recordDeliveries records the deliveries of the batch just written in

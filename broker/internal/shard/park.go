@@ -3,7 +3,6 @@ package shard
 import (
 	"os"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -11,7 +10,7 @@ import (
 // registers a wake-up under a key, Arm asks for one wake-up of the key
 // when the descriptor turns readable.
 type Poller interface {
-	Watch(wake func()) (key uint64)
+	Watch(wake func()) (key uint64) // never 0
 	Unwatch(key uint64)
 	Arm(fd uintptr, key uint64, added bool) error
 }
@@ -28,24 +27,24 @@ const (
 	readerParked                // no goroutine: whoever wins the CAS to running resumes it
 )
 
-// parking is what a connection that can park keeps for it: its poller
-// key, the keep-alive timer that replaces the read deadline while parked,
-// and callbacks bound once, so that parking allocates nothing.
+// parking is what a connection that can park keeps for it, in the conn
+// itself: its poller key (0: it cannot park), the keep-alive timer that
+// replaces the read deadline while parked, and callbacks bound once, so
+// that parking allocates nothing. The poller is the shard's
+// (Options.Poller) and the socket the writer's (w.raw).
 //
 // Once a reader has stored readerParked, another goroutine may resume it
 // at once (an input wake-up can come as soon as the socket is armed):
 // what the parking goroutine touches after that store is atomic or
 // concurrency-safe.
 type parking struct {
-	poller Poller
-	rc     syscall.RawConn
-	key    uint64
-	added  atomic.Bool   // the socket is in the poller's epoll set
-	fails  atomic.Uint64 // failed armings
+	key   uint64
+	added atomic.Bool   // the socket is in the poller's epoll set
+	fails atomic.Uint32 // failed armings
 	// due is when the keep alive runs out (Unix nanoseconds) while
 	// parked; 0 none.
 	due      atomic.Int64
-	timer    *time.Timer // fires at due; made on the first park
+	timer    *time.Timer // fires at due; made when the connection can park
 	expired  bool        // set by the timer's wake-up for the resumed loop
 	resumeFn func()      // c.resume
 	armFn    func(fd uintptr)
@@ -59,7 +58,7 @@ func (c *conn) canPark(p Poller) {
 	if p == nil || c.w.raw == nil {
 		return
 	}
-	k := &parking{poller: p, rc: c.w.raw.rc}
+	k := &c.park
 	k.resumeFn = c.resume
 	k.armFn = c.arm
 	if c.keepAlive > 0 {
@@ -69,8 +68,10 @@ func (c *conn) canPark(p Poller) {
 		k.timer.Stop()
 	}
 	k.key = p.Watch(c.pollWake)
-	c.park = k
 }
+
+// parks reports whether the connection parks while idle (canPark).
+func (c *conn) parks() bool { return c.park.key != 0 }
 
 // idle waits for the client's next packet holding no buffer or scratch.
 // A connection that can park waits at most parkAfter on its goroutine and
@@ -79,7 +80,7 @@ func (c *conn) canPark(p Poller) {
 // a closed socket), which the next read meets too.
 func (c *conn) idle(start time.Time) (park bool, err error) {
 	c.releaseInput()
-	if c.park == nil {
+	if !c.parks() {
 		err = c.w.raw.waitReadable()
 		c.takeReadBuf()
 		return false, err
@@ -111,7 +112,7 @@ func (c *conn) setReadDeadline(start time.Time) {
 // resumes it on another), false when it must go on reading, having taken
 // its buffer back (kicked meanwhile, or the socket could not be armed).
 func (c *conn) parkReader(start time.Time) bool {
-	k := c.park
+	k := &c.park
 	if k.timer != nil {
 		k.due.Store(start.Add(c.keepAlive).UnixNano())
 		k.timer.Reset(time.Until(start.Add(c.keepAlive)))
@@ -124,7 +125,7 @@ func (c *conn) parkReader(start time.Time) bool {
 		return !c.unpark()
 	}
 	// From here the connection may run on another goroutine.
-	if err := k.rc.Control(k.armFn); err != nil || k.fails.Load() != fails {
+	if err := c.w.raw.rc.Control(k.armFn); err != nil || k.fails.Load() != fails {
 		// A closed socket, which the read reports. (A failure counted by
 		// a later park of a resumed reader only makes this try the CAS.)
 		return !c.unpark()
@@ -143,8 +144,8 @@ func (c *conn) unpark() bool {
 }
 
 func (c *conn) arm(fd uintptr) {
-	k := c.park
-	if err := k.poller.Arm(fd, k.key, k.added.Swap(true)); err != nil {
+	k := &c.park
+	if err := c.shard.opts.Poller.Arm(fd, k.key, k.added.Swap(true)); err != nil {
 		k.added.Store(false) // EPOLL_CTL_ADD again next time
 		k.fails.Add(1)
 	}
@@ -154,7 +155,7 @@ func (c *conn) arm(fd uintptr) {
 // whether it did (the reader was parked and nobody else won it).
 func (c *conn) wakeParked() bool {
 	// Only a connection that can park is ever parked: c.park is set
-	// before, and read after, the CAS.
+	// before the first park, and read after the CAS.
 	if !c.pstate.CompareAndSwap(readerParked, readerRunning) {
 		return false
 	}
@@ -192,11 +193,11 @@ func (c *conn) resume() {
 // unwatch ends the connection's parking at its end: no wake-up reaches
 // it any more. Its socket leaves the epoll set when it is closed.
 func (c *conn) unwatch() {
-	k := c.park
-	if k == nil {
+	k := &c.park
+	if k.key == 0 {
 		return
 	}
-	k.poller.Unwatch(k.key)
+	c.shard.opts.Poller.Unwatch(k.key)
 	if k.timer != nil {
 		k.timer.Stop()
 	}

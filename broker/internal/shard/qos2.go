@@ -43,7 +43,7 @@ import (
 // checkpoint sees the marker with the message).
 func (sess *session) awaitRelease(id uint16, off uint64) {
 	sess.mu.Lock()
-	sess.awaitingRel[id] = off
+	sess.putAwaitingRelLocked(id, off)
 	sess.mu.Unlock()
 }
 

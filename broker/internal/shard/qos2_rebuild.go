@@ -60,7 +60,7 @@ func (rb *qos2Rebuild) sessionAt(clientID []byte, off uint64) *session {
 // message with packet id id awaits its PUBREL.
 func (rb *qos2Rebuild) marker(off uint64, clientID []byte, id uint16) {
 	if sess := rb.sessionAt(clientID, off); sess != nil {
-		sess.awaitingRel[id] = off + 1
+		sess.putAwaitingRelLocked(id, off+1)
 	}
 }
 
@@ -87,7 +87,7 @@ func (rb *qos2Rebuild) state(off uint64, key, payload []byte) {
 		rb.acked(sess, off, payload)
 		return
 	case store.StateInAwaiting:
-		sess.awaitingRel[id] = off + 1 // its message record went by retention (retention.go)
+		sess.putAwaitingRelLocked(id, off+1) // its message record went by retention (retention.go)
 		return
 	}
 	f := rb.flows[sess]
@@ -189,7 +189,7 @@ func (rb *qos2Rebuild) finish() {
 			}
 			sess.seq++
 			d.seq = sess.seq
-			sess.inflight[id] = d
+			sess.putInflightLocked(id, &d)
 		}
 	}
 }

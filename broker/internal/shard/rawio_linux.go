@@ -1,27 +1,46 @@
 package shard
 
 import (
+	"io"
+	"net"
 	"syscall"
 	"unsafe"
 )
 
 // rawIO does the non-blocking socket work the net package has no call
-// for: a writev that never waits (inline writes) and a wait for input
-// that holds no buffer (idle connections). Its callbacks are bound once,
-// so a call allocates nothing.
+// for: a writev that never waits (inline writes), a wait for input that
+// holds no buffer (idle connections) and a read of the bytes that are
+// there (sockReader). Its callbacks are bound once, so a call allocates
+// nothing.
+//
+// These calls never block (MSG_DONTWAIT, and the net package's sockets
+// are non-blocking), so they are made with RawSyscall, outside the
+// runtime's syscall bookkeeping: a Go syscall.Syscall on a process whose
+// Ps were all idle wakes the runtime's monitor thread (sysmon: a futex
+// wake, then a run of 20 µs sleeps), and the first syscall after a
+// reader wakes for a packet is exactly that. Handling a lone PUBLISH
+// (peek, read, writev to the subscriber) thus costs no futex and no
+// extra thread on the way (issue 19, target 3: measured in bench/README.md).
 type rawIO struct {
-	rc      syscall.RawConn
-	iov     []syscall.Iovec
-	n       int
-	errno   syscall.Errno
+	rc    syscall.RawConn
+	iov   []syscall.Iovec
+	n     int
+	errno syscall.Errno
+	// The reader's, apart from the writers' n and errno (writes are
+	// under the connection's write lock, reads on its reader alone).
+	rbuf    []byte // tryRead's destination, only during the call
+	rn      int
+	rerrno  syscall.Errno
 	writeFn func(fd uintptr) bool
 	peekFn  func(fd uintptr) bool
+	readFn  func(fd uintptr) bool
 }
 
 func newRawIO(rc syscall.RawConn) *rawIO {
 	r := &rawIO{rc: rc}
 	r.writeFn = r.writev
 	r.peekFn = r.peek
+	r.readFn = r.read
 	return r
 }
 
@@ -54,7 +73,7 @@ func (r *rawIO) tryWritev(vec [][]byte) (n int, err error) {
 }
 
 func (r *rawIO) writev(fd uintptr) bool {
-	n, _, e := syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&r.iov[0])), uintptr(len(r.iov)))
+	n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&r.iov[0])), uintptr(len(r.iov)))
 	r.n, r.errno = int(n), e
 	return true // never park: what is left goes to the writer
 }
@@ -65,7 +84,57 @@ func (r *rawIO) waitReadable() error { return r.rc.Read(r.peekFn) }
 
 func (r *rawIO) peek(fd uintptr) bool {
 	var b byte
-	_, _, e := syscall.Syscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b)), 1,
+	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b)), 1,
 		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
 	return e != syscall.EAGAIN // anything but "nothing yet" is for the read to report
+}
+
+// tryRead reads what the socket holds into p without waiting: 0 when it
+// holds nothing, and also at the end of the stream or on an error, which
+// the caller's ordinary read then reports as the net package does.
+func (r *rawIO) tryRead(p []byte) int {
+	if len(p) == 0 {
+		return 0
+	}
+	r.rbuf = p
+	err := r.rc.Read(r.readFn)
+	r.rbuf = nil
+	if err != nil || r.rerrno != 0 {
+		return 0
+	}
+	return r.rn
+}
+
+func (r *rawIO) read(fd uintptr) bool {
+	n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&r.rbuf[0])), uintptr(len(r.rbuf)))
+	r.rn, r.rerrno = int(n), e
+	return true // never park: an empty socket is left to nc.Read
+}
+
+// reader is what the connection's packet reader reads: nc, through a
+// sockReader when r reaches its socket (nil: nc itself). Only a socket
+// whose readable bytes are nc's (a plain one, or under a wrapper that
+// passes reads through, as the node's PROXY protocol conn does once its
+// header is read) has a rawIO, as for waitReadable.
+func (r *rawIO) reader(nc net.Conn) io.Reader {
+	if r == nil {
+		return nc
+	}
+	return &sockReader{raw: r, nc: nc}
+}
+
+// sockReader reads the socket without waiting first, with RawSyscall
+// (rawIO), and only when that finds nothing there (or the end of the
+// stream, or an error) reads nc as usual: the read deadline, the wait for
+// input and the errors stay the net package's.
+type sockReader struct {
+	raw *rawIO
+	nc  net.Conn
+}
+
+func (s *sockReader) Read(p []byte) (int, error) {
+	if n := s.raw.tryRead(p); n > 0 {
+		return n, nil
+	}
+	return s.nc.Read(p)
 }

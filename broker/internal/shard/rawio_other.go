@@ -4,6 +4,8 @@ package shard
 
 import (
 	"errors"
+	"io"
+	"net"
 	"syscall"
 )
 
@@ -16,3 +18,5 @@ func newRawIO(syscall.RawConn) *rawIO { return nil }
 func (*rawIO) tryWritev([][]byte) (int, error) { return 0, errors.ErrUnsupported }
 
 func (*rawIO) waitReadable() error { return errors.ErrUnsupported }
+
+func (*rawIO) reader(nc net.Conn) io.Reader { return nc }

@@ -50,7 +50,7 @@ func (s *Shard) attach(c *conn, clean bool, expiry uint32, ack *packet.Connack) 
 				s.mu.Unlock()
 				old.kick(packet.ErrSessionTakenOver)
 				select {
-				case <-old.done:
+				case <-old.ended():
 				case <-time.After(takeoverTimeout):
 					return nil, false, packet.ErrServerBusy
 				}

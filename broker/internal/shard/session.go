@@ -77,20 +77,21 @@ type session struct {
 	expiry      uint32 // Session Expiry Interval, seconds
 	queue       ring
 	queuedBytes int
-	inflight    map[uint16]delivery // outbound QoS 1/2 by packet id
+	inflight    map[uint16]delivery // outbound QoS 1/2 by packet id; nil until the first (putInflightLocked)
 	nextID      uint16
 	seq         uint64
 	// awaitingRel are the inbound QoS 2 ids accepted, awaiting PUBREL
 	// [MQTT-4.3.3-10], each with the log offset plus one of the message
-	// record that marks it (0: not logged); relAt are the outbound QoS 2
+	// record that marks it (0: not logged; nil until the first,
+	// putAwaitingRelLocked); relAt are the outbound QoS 2
 	// ids past PUBREC with the offset plus one of their "released" record
 	// (nil until needed); q2pos is the lowest log offset holding the
 	// session's QoS 2 state as of the last checkpoint (qos2.go).
 	awaitingRel map[uint16]uint64
 	relAt       map[uint16]uint64
 	q2pos       uint64
-	fullSince   time.Time // when the queue first hit its limit; zero if not full
-	dropped     [numDropReasons]uint64
+	fullSince   time.Time               // when the queue first hit its limit; zero if not full
+	dropped     *[numDropReasons]uint64 // undelivered copies by reason; nil until the first
 	// subsRevoked counts the subscriptions dropped on resume because the
 	// resuming connection's ACL no longer covers them.
 	subsRevoked uint64
@@ -113,12 +114,30 @@ type session struct {
 
 func newSession(s *Shard, id topic.SubscriberID, clientID string) *session {
 	return &session{
-		shard:       s,
-		id:          id,
-		clientID:    clientID,
-		inflight:    make(map[uint16]delivery),
-		awaitingRel: make(map[uint16]uint64),
+		shard:    s,
+		id:       id,
+		clientID: clientID,
 	}
+}
+
+// putInflightLocked records an outbound QoS 1/2 delivery under its
+// packet id. The map is made on first use: a session that never had one
+// (most idle ones) holds none.
+func (sess *session) putInflightLocked(id uint16, d *delivery) {
+	if sess.inflight == nil {
+		sess.inflight = make(map[uint16]delivery)
+	}
+	sess.inflight[id] = *d
+}
+
+// putAwaitingRelLocked records an inbound QoS 2 id accepted and awaiting
+// its PUBREL, with its log offset plus one (0: not logged); the map is
+// made on first use.
+func (sess *session) putAwaitingRelLocked(id uint16, off uint64) {
+	if sess.awaitingRel == nil {
+		sess.awaitingRel = make(map[uint16]uint64)
+	}
+	sess.awaitingRel[id] = off
 }
 
 // enqueue hands one delivery to the session. It never blocks on the
@@ -173,7 +192,7 @@ func (sess *session) enqueue(d *delivery, now time.Time) (kick, out *conn) {
 	if m := d.msg; m.chunk != nil && (c == nil || sess.queue.sparse(m.chunk)) {
 		d.msg = m.own() // it may wait long: hold no more slab chunks
 	}
-	d.msg.ref()
+	d.msg.ref() // the queue entry's (msgbuf.go)
 	sess.queue.push(*d)
 	sess.queuedBytes += size
 	sess.mu.Unlock()
@@ -182,8 +201,19 @@ func (sess *session) enqueue(d *delivery, now time.Time) (kick, out *conn) {
 
 // dropLocked counts one undelivered copy.
 func (sess *session) dropLocked(r DropReason) {
+	if sess.dropped == nil {
+		sess.dropped = new([numDropReasons]uint64)
+	}
 	sess.dropped[r]++
 	sess.shard.stats.drops[r].Add(1)
+}
+
+// dropCountsLocked returns the undelivered copies counted, by reason.
+func (sess *session) dropCountsLocked() (n [numDropReasons]uint64) {
+	if sess.dropped != nil {
+		n = *sess.dropped
+	}
+	return n
 }
 
 // nextIDLocked returns a packet identifier not in use by an inflight
@@ -333,7 +363,7 @@ func (sess *session) toStoredLocked() {
 		if d.msg.off != 0 {
 			sess.queuedBytes -= d.msg.size
 			sess.pushStoredLocked(d.storedEntry())
-			d.msg.unref()
+			d.msg.unref() // the log holds it now
 			continue
 		}
 		sess.queue.push(d)
@@ -366,7 +396,7 @@ func (sess *session) cursorLocked(next uint64) uint64 {
 func (sess *session) ownMessagesLocked() {
 	for i := 0; i < sess.queue.len(); i++ {
 		if d := sess.queue.at(i); d.msg.chunk != nil {
-			d.msg = d.msg.own()
+			d.msg = d.msg.own() // a pooled message stays: its reference holds it
 		}
 	}
 	for id, d := range sess.inflight {

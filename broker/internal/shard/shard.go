@@ -66,7 +66,8 @@ type Shard struct {
 	inbound  sync.Pool // *inbound, scratch of readers with input
 	bigBufs  sync.Pool // *bigBuf, read buffers grown for big packets
 	batches  sync.Pool // *batch, write state of connections with output
-	msgBufs  msgPool
+	connects sync.Pool // *connectScratch, of connections in CONNECT
+	msgBufs  msgPool   // buffers of big messages, reference-counted (msgbuf.go)
 	dlq      deadLetters
 }
 
@@ -91,6 +92,7 @@ func New(opts Options) *Shard {
 	s.matches.New = func() any { return new(topic.Matches) }
 	s.readBufs.New = func() any { return new([readBufSize]byte) }
 	s.batches.New = func() any { return new(batch) }
+	s.connects.New = func() any { return new(connectScratch) }
 	s.inbound.New = func() any {
 		in := new(inbound)
 		in.matches.Ready = s.readyLocked
@@ -436,7 +438,7 @@ func (s *Shard) SessionStats(clientID string) (SessionStats, bool) {
 		Inflight:      len(sess.inflight),
 		Dropped:       make(map[string]uint64),
 	}
-	for r, n := range sess.dropped {
+	for r, n := range sess.dropCountsLocked() {
 		if n > 0 {
 			st.Dropped[DropReason(r).String()] = n
 		}

@@ -203,7 +203,7 @@ func TestSlabMessagesKeptLongAreOwned(t *testing.T) {
 	}
 
 	// Going offline: the queue and the inflight window are made owned.
-	online.inflight[1] = delivery{msg: online.queue.at(0).msg, qos: 1, id: 1, state: statePublish}
+	online.putInflightLocked(1, &delivery{msg: online.queue.at(0).msg, qos: 1, id: 1, state: statePublish})
 	online.ownMessagesLocked()
 	for i := range online.queue.len() {
 		if online.queue.at(i).msg.chunk != nil {
@@ -218,7 +218,8 @@ func TestSlabMessagesKeptLongAreOwned(t *testing.T) {
 // stubConn is a connected session's connection for routing tests: wakes
 // are absorbed, no writer goroutine starts.
 func stubConn() *conn {
-	c := &conn{wake: make(chan struct{}, 1)}
+	c := &conn{}
+	c.wakeChan()
 	c.writing.Store(true)
 	return c
 }

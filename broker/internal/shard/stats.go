@@ -78,6 +78,33 @@ type Traffic struct {
 	BytesOut    atomic.Uint64
 }
 
+// The connection's counting: a nil *Traffic (a connection nobody meters)
+// counts nothing, so a connection needs no meters of its own.
+
+func (t *Traffic) addMessagesIn(n uint64) {
+	if t != nil {
+		t.MessagesIn.Add(n)
+	}
+}
+
+func (t *Traffic) addMessagesOut(n uint64) {
+	if t != nil {
+		t.MessagesOut.Add(n)
+	}
+}
+
+func (t *Traffic) addBytesIn(n uint64) {
+	if t != nil {
+		t.BytesIn.Add(n)
+	}
+}
+
+func (t *Traffic) addBytesOut(n uint64) {
+	if t != nil {
+		t.BytesOut.Add(n)
+	}
+}
+
 // counters are the shard-wide atomic counters.
 type counters struct {
 	connected   atomic.Int64

@@ -37,7 +37,7 @@ func (c *conn) finish(sendWill, drain bool) {
 	s.detach(c, sendWill)
 	s.stats.connected.Add(-1)
 	c.debug("client disconnected")
-	close(c.done)
+	c.markEnded()
 	if drain {
 		c.drainInput(lingerEnd, true) // end closes the socket after
 	}

@@ -98,7 +98,7 @@ func (s *Shard) publishWill(w *willMsg) {
 	}
 	s.stats.msgsIn.Add(1)
 	s.stats.msgsAccept.Add(1)
-	w.traffic.MessagesIn.Add(1)
+	w.traffic.addMessagesIn(1)
 	s.publishInternal(m)
 }
 

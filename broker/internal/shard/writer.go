@@ -48,7 +48,11 @@ type batch struct {
 	stamps  []int64       // read times of the batch's live deliveries (Latency)
 	traced  []tracedWrite // the batch's live deliveries of traced messages
 	flat    []byte        // the batch in one piece, for connections without writev
-	held    []*message
+	// held are the pooled messages whose payloads the batch's vectors
+	// point at, one reference each, released once the batch is written
+	// or abandoned (msgbuf.go): an inflight entry's PUBACK may come
+	// before that.
+	held []*message
 
 	// Stored messages: their payloads go from the log's segment files to
 	// the socket, each after the vectors before files[i].at.
@@ -108,6 +112,7 @@ func (c *conn) writeVecs() (int64, error) {
 func (c *conn) writeLoop() {
 	idle := time.NewTimer(writerIdle)
 	defer idle.Stop()
+	wake := c.wakeChan()
 	for {
 		c.w.mu.Lock()
 		c.takeBatch()
@@ -125,7 +130,7 @@ func (c *conn) writeLoop() {
 		}
 		idle.Reset(writerIdle)
 		select {
-		case <-c.wake: // new output, or closing (kick)
+		case <-wake: // new output, or closing (kick)
 		case <-idle.C:
 			if !c.keepWriting() {
 				return
@@ -181,7 +186,7 @@ const writerIdle = 2 * time.Second
 // meanwhile (and no new writer took it first).
 func (c *conn) keepWriting() bool {
 	c.writing.Store(false)
-	if len(c.wake) == 0 {
+	if len(c.wakeChan()) == 0 {
 		return false
 	}
 	return c.writing.CompareAndSwap(false, true)
@@ -229,7 +234,7 @@ func (c *conn) writeAll() (done bool) {
 		}
 		c.recordDeliveries()
 		s.stats.msgsOut.Add(uint64(c.w.b.msgs))
-		c.traffic.MessagesOut.Add(uint64(c.w.b.msgs))
+		c.info.Traffic.addMessagesOut(uint64(c.w.b.msgs))
 	}
 }
 
@@ -245,7 +250,7 @@ func (c *conn) writeOut(timeout time.Duration, rest bool) (ok bool) {
 		written, err = c.writeBatch()
 	}
 	c.shard.stats.bytesOut.Add(uint64(written))
-	c.traffic.BytesOut.Add(uint64(written))
+	c.info.Traffic.addBytesOut(uint64(written))
 	if err != nil {
 		c.debug("write failed", "err", err)
 		c.kick(reasonNone)
@@ -290,15 +295,15 @@ func (c *conn) writeInline() bool {
 	}
 	if c.mustAwaitSent() {
 		s.stats.msgsOut.Add(uint64(w.msgs))
-		c.traffic.MessagesOut.Add(uint64(w.msgs))
+		c.info.Traffic.addMessagesOut(uint64(w.msgs))
 		c.w.pending = true // the writer waits for the fsync, then writes (qos2.go)
 		return false
 	}
 	written, err := c.w.raw.tryWritev(w.vec)
 	s.stats.bytesOut.Add(uint64(written))
 	s.stats.msgsOut.Add(uint64(w.msgs))
-	c.traffic.BytesOut.Add(uint64(written))
-	c.traffic.MessagesOut.Add(uint64(w.msgs))
+	c.info.Traffic.addBytesOut(uint64(written))
+	c.info.Traffic.addMessagesOut(uint64(w.msgs))
 	rest := w.vec
 	for len(rest) > 0 && written >= len(rest[0]) {
 		written -= len(rest[0])
@@ -331,7 +336,7 @@ func (c *conn) writeCtrlInline() bool {
 	one := [1][]byte{c.w.ctrlOut}
 	written, err := c.w.raw.tryWritev(one[:])
 	c.shard.stats.bytesOut.Add(uint64(written))
-	c.traffic.BytesOut.Add(uint64(written))
+	c.info.Traffic.addBytesOut(uint64(written))
 	if written == len(c.w.ctrlOut) && err == nil {
 		return true
 	}
@@ -362,7 +367,7 @@ func (c *conn) fill() (n int, closing bool) {
 // first in it; sess.mu is held.
 func (c *conn) startBatchLocked() {
 	w := c.w.b
-	w.releaseHeld()
+	w.releaseHeld() // the last batch is written, or abandoned
 	w.vec = w.vec[:0]
 	w.arena = w.arena[:0]
 	w.msgs = 0
@@ -420,10 +425,11 @@ func (c *conn) fillLocked() int {
 		if len(dv.msg.payload) > 0 {
 			w.vec = append(w.vec, dv.msg.payload)
 			if dv.msg.buf != nil {
-				dv.msg.ref()
+				dv.msg.ref() // the batch's, until written
 				w.held = append(w.held, dv.msg)
 			}
 		}
+
 		if live {
 			w.stamps = append(w.stamps, dv.msg.readAt)
 			if tr := dv.msg.trace; tr != nil {
@@ -436,6 +442,8 @@ func (c *conn) fillLocked() int {
 		bytes += len(hdr) + len(dv.msg.payload)
 		w.msgs++
 		if dv.qos == 0 {
+			// The queue entry's reference ends here; a QoS 1/2 one
+			// passed to the inflight entry (appendPublishLocked).
 			dv.msg.unref()
 		}
 	}
@@ -468,7 +476,7 @@ func (c *conn) appendPublishLocked(dv *delivery, now int64) ([]byte, bool) {
 		return nil, false
 	}
 	if dv.qos > 0 {
-		sess.inflight[dv.id] = *dv
+		sess.putInflightLocked(dv.id, dv)
 		c.noteSentLocked(dv)
 	}
 	return w.arena[start:len(w.arena):len(w.arena)], true

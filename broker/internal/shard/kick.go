@@ -1,0 +1,93 @@
+package shard
+
+import (
+	"time"
+
+	"berth.dev/broker/packet"
+)
+
+// fail ends the connection because of err: MQTT 5 clients get a
+// DISCONNECT with the reason [MQTT-4.13.1-1]; 3.1.1 clients are just
+// closed [MQTT-4.8.0-1].
+func (c *conn) fail(reason packet.ReasonCode, err error) {
+	if reason != reasonNone {
+		c.debug("closing connection", "reason", reason, "err", err)
+	}
+	c.kick(reason)
+}
+
+// kick starts closing the connection from any goroutine: it queues a
+// DISCONNECT with reason for an MQTT 5 client (none for reasonNone or a
+// 3.1.1 client), stops further PUBLISH output and input, and lets the
+// writer flush and half-close the socket (shutWrite). The first reason
+// wins.
+func (c *conn) kick(reason packet.ReasonCode) {
+	sess := c.sess // set by attach before anyone can reach c
+	sess.mu.Lock()
+	if c.closing {
+		sess.mu.Unlock()
+		return
+	}
+	c.closing = true
+	c.kickReason = reason
+	if c.version == packet.Version5 && reason != reasonNone {
+		d := packet.Disconnect{Reason: reason}
+		var err error
+		if c.ctrl, err = d.Append(c.ctrl, packet.Version5); err != nil {
+			// Not a DISCONNECT reason code: say "unspecified error" rather
+			// than close without a word.
+			d.Reason = packet.ErrUnspecified
+			c.ctrl, _ = d.Append(c.ctrl, packet.Version5)
+		}
+	}
+	c.killTimer = time.AfterFunc(closeFlushTimeout, func() { _ = c.nc.Close() })
+	sess.mu.Unlock()
+	// The reader handles no more input: from now on it only drains it
+	// (linger.go), so a client that does not read is not left blocked in
+	// its writes while the final packets wait for it to read.
+	c.kicked.Store(true)
+	_ = c.nc.SetReadDeadline(time.Now())
+	c.wakeParked() // a parked reader resumes to end
+	c.wakeWriter() // it flushes the last packets and half-closes the socket
+}
+
+func (c *conn) stopKillTimer() {
+	c.sess.mu.Lock()
+	if c.killTimer != nil {
+		c.killTimer.Stop()
+	}
+	c.sess.mu.Unlock()
+}
+
+func (c *conn) kickReasonValue() packet.ReasonCode {
+	c.sess.mu.Lock()
+	defer c.sess.mu.Unlock()
+	return c.kickReason
+}
+
+// ended returns a channel closed once the connection is fully torn down
+// (finish), made on first use: most connections end with nobody waiting
+// for them. The connection has a session (attach).
+func (c *conn) ended() <-chan struct{} {
+	c.sess.mu.Lock()
+	defer c.sess.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.over {
+			close(c.done)
+		}
+	}
+	return c.done
+}
+
+// markEnded closes ended's channel, if one was made: the connection is
+// torn down.
+func (c *conn) markEnded() {
+	c.sess.mu.Lock()
+	c.over = true
+	done := c.done
+	c.sess.mu.Unlock()
+	if done != nil {
+		close(done)
+	}
+}

@@ -1,0 +1,135 @@
+package shard
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"berth.dev/broker/packet"
+)
+
+// readLoop reads and handles packets until the connection ends. It
+// reports whether the will message must be published: every end but a
+// DISCONNECT with reason 0x00 [MQTT-3.14.4-3] [MQTT-3.1.2-8]; and
+// whether the server ends it while the client may still be sending, so
+// that its input must be drained before the socket is closed (linger.go).
+// parked is true instead when the reader parked (park.go): a wake-up
+// resumes the loop on another goroutine.
+func (c *conn) readLoop() (sendWill, drain, parked bool) {
+	sendWill, drain, parked = c.readPackets()
+	if !parked {
+		// A parked reader flushed before it parked, and no longer owns
+		// its outbox.
+		c.flushOut()
+	}
+	return sendWill, drain, parked
+}
+
+// readPackets is readLoop's loop.
+func (c *conn) readPackets() (sendWill, drain, parked bool) {
+	s := c.shard
+	if c.park.expired {
+		// Resumed by the keep-alive timer: silent too long while parked.
+		c.park.expired = false
+		return true, c.readFailed(os.ErrDeadlineExceeded), false
+	}
+	for {
+		var start time.Time
+		if !c.rd.Ready() {
+			// The next read may wait on the socket: only then is the clock
+			// read and the deadline moved (a burst already buffered is
+			// handled without either).
+			if c.keepAlive > 0 || c.parks() {
+				start = time.Now()
+			}
+			if c.keepAlive > 0 {
+				// [MQTT-3.1.2-22] (3.1.1: [MQTT-3.1.2-24]) one and a half
+				// times the Keep Alive.
+				_ = c.nc.SetReadDeadline(start.Add(c.keepAlive))
+			}
+		}
+		if c.kicked.Load() {
+			return true, true, false // after the deadline: kick moved it to now
+		}
+		if in := c.in; in != nil && in.out.n > 0 && (in.out.packets >= outboxPackets || !c.rd.Ready()) {
+			c.flushOut() // before waiting for input, or after a long burst
+		}
+		if c.rd.Buffered() == 0 {
+			c.slab.release() // about to wait: an idle connection holds no chunk
+			if c.w.raw != nil {
+				park, err := c.idle(start)
+				if err != nil {
+					return true, c.readFailed(err), false
+				}
+				if park && c.parkReader(start) {
+					return false, false, true
+				}
+			}
+		}
+		fh, body, err := c.rd.ReadPacket(s.maxPacketSize())
+		if err != nil {
+			return true, c.readFailed(err), false
+		}
+		c.scratch().out.packets++
+		s.stats.bytesIn.Add(uint64(fh.Size())) // the whole packet: fixed header and body
+		c.info.Traffic.addBytesIn(uint64(fh.Size()))
+		err = c.handle(fh, body)
+		switch {
+		case err == nil:
+			if c.ctrlFull.Load() {
+				// Acknowledgements pile up unread: stop handling more.
+				c.fail(packet.ErrQuotaExceeded, nil)
+				return true, true, false
+			}
+			continue
+		case errors.Is(err, errDisconnect):
+			return false, false, false
+		case errors.Is(err, errDisconnectWithWill):
+			return true, false, false
+		default:
+			c.fail(reasonOf(err), err)
+			return true, true, false
+		}
+	}
+}
+
+// readFailed ends the connection after a failed read or wait for input
+// and reports whether the client may still be sending: not when it
+// closed its side or stayed silent past its keep alive.
+func (c *conn) readFailed(err error) (drain bool) {
+	if c.kicked.Load() {
+		return true // kick interrupted the read; its reason stands
+	}
+	reason := readErrorReason(err)
+	c.fail(reason, err)
+	return reason != reasonNone && reason != packet.ErrKeepAliveTimeout
+}
+
+// readErrorReason maps a read failure to the DISCONNECT reason.
+func readErrorReason(err error) packet.ReasonCode {
+	var ne net.Error
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, io.ErrUnexpectedEOF):
+		return reasonNone
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return packet.ErrKeepAliveTimeout // [MQTT-3.1.2-22]
+	case errors.Is(err, packet.ErrPacketTooLarge):
+		return packet.ErrPacketTooLarge // MQTT 5.0 section 3.1.2.11.4
+	}
+	var code packet.ReasonCode
+	if errors.As(err, &code) && code.IsFailure() {
+		return code
+	}
+	return reasonNone
+}
+
+// reasonOf extracts the reason code an error carries, or 0x80.
+func reasonOf(err error) packet.ReasonCode {
+	var code packet.ReasonCode
+	if errors.As(err, &code) && code.IsFailure() {
+		return code
+	}
+	return packet.ErrUnspecified
+}
