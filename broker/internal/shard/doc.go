@@ -81,9 +81,13 @@
 // built in a size-classed buffer from a per-shard pool and counts its
 // holders: reader, queue entries, inflight entries, the writer's batch
 // until written, pending dead letters; the last to let go gives the
-// buffer back (msgbuf.go). The retained store, wills and other long-lived
-// messages take unpooled copies. Read buffers and the writer's batch
-// arena are pooled too; nothing may point into them once given back.
+// buffer back (msgbuf.go). Its PUBLISH body is read from the socket
+// straight into that buffer, once the fixed header has passed the size
+// checks, and the message is built around the bytes where they landed,
+// so the payload is never copied in user space (bodyread.go). The
+// retained store, wills and other long-lived messages take unpooled
+// copies. Read buffers and the writer's batch arena are pooled too;
+// nothing may point into them once given back.
 // Tests run shards in a poisoning mode (poison.go) that overwrites every
 // pooled buffer as it is given back, with self-describing payloads
 // checked byte for byte (TestBuffersNotReusedWhileHeld,

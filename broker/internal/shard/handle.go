@@ -181,7 +181,7 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 		}
 		return nil
 	}
-	m := c.slab.newMessage(p, name, now, sess.id, c.rd.Buffered())
+	m := c.newMessage(p, name, now, sess.id) // in the buffer a big body was read into (bodyread.go)
 	if p.QoS == 2 {
 		m.inID = p.PacketID // logged with the message: awaiting PUBREL (qos2.go)
 	}

@@ -34,6 +34,11 @@ type inbound struct {
 	// out are the connections with output from the packets being read;
 	// flushed before the reader waits for input, so empty when pooled.
 	out outbox
+	// body is the pooled buffer the PUBLISH being handled was read into,
+	// its first bodyLen bytes (bodyread.go), nil when it was read into
+	// the read buffer; nil again once its packet is handled.
+	body    *msgBuf
+	bodyLen int
 }
 
 // outbox returns the reader's outbox, in its scratch.

@@ -151,14 +151,22 @@ func copySize(topicName, payload []byte, src *packet.Properties) (n, propBytes i
 // headerReserve) and ups (empty, with room for p's user properties). The
 // room left in buf holds the first cached headers.
 func (m *message) build(buf []byte, ups []packet.UserProperty, p *packet.Publish, topicName []byte, now time.Time, publisher topic.SubscriberID) {
-	take := func(b []byte) []byte {
+	m.fill(func(b []byte) []byte {
 		if b == nil {
 			return nil
 		}
 		start := len(buf)
 		buf = append(buf, b...)
 		return buf[start:len(buf):len(buf)]
-	}
+	}, ups, p, topicName, now, publisher)
+	m.regions[0] = buf[len(buf):cap(buf):cap(buf)]
+	m.nreg = 1
+}
+
+// fill sets m's fields from p as build describes, with take giving the
+// bytes m keeps of each of p's fields (a copy, or the bytes themselves
+// when p was read into the message's own buffer: msgPool.inPlace).
+func (m *message) fill(take func([]byte) []byte, ups []packet.UserProperty, p *packet.Publish, topicName []byte, now time.Time, publisher topic.SubscriberID) {
 	m.qos = p.QoS
 	m.retain = p.Retain
 	m.created = now.UnixNano()
@@ -187,8 +195,6 @@ func (m *message) build(buf []byte, ups []packet.UserProperty, p *packet.Publish
 		m.expireAt = m.created + int64(src.MessageExpiry)*int64(time.Second)
 	}
 	_, m.propBytes = copySize(nil, nil, src)
-	m.regions[0] = buf[len(buf):cap(buf):cap(buf)]
-	m.nreg = 1
 	m.size = len(m.topic) + len(m.payload) + m.propBytes + 64
 }
 

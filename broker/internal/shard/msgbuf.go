@@ -59,6 +59,9 @@ type msgPool struct {
 	// gets and puts count buffers handed out and given back: equal once
 	// nothing holds a pooled message (TestMessageBuffersReturned).
 	gets, puts atomic.Uint64
+	// reading is the bytes of the buffers lent to PUBLISH bodies still
+	// arriving (bodyread.go), at most bodyReadingMax.
+	reading atomic.Int64
 }
 
 // msgBufClass returns the class of a buffer of n bytes, or -1 when n is

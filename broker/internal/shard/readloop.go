@@ -68,7 +68,7 @@ func (c *conn) readPackets() (sendWill, drain, parked bool) {
 				}
 			}
 		}
-		fh, body, err := c.rd.ReadPacket(s.maxPacketSize())
+		fh, body, err := c.readPacket(s.maxPacketSize()) // a big PUBLISH straight into a message buffer (bodyread.go)
 		if err != nil {
 			return true, c.readFailed(err), false
 		}
@@ -76,6 +76,7 @@ func (c *conn) readPackets() (sendWill, drain, parked bool) {
 		s.stats.bytesIn.Add(uint64(fh.Size())) // the whole packet: fixed header and body
 		c.info.Traffic.addBytesIn(uint64(fh.Size()))
 		err = c.handle(fh, body)
+		c.dropBody() // a body no message was built in
 		switch {
 		case err == nil:
 			if c.ctrlFull.Load() {
