@@ -34,7 +34,8 @@ type Config struct {
 	TickInterval  time.Duration // raft tick; default 100ms
 	ElectionTick  int           // ticks; default 10 (election timeout 1–2 s)
 	HeartbeatTick int           // ticks; default 1
-	// Liveness is how long a peer may send nothing before it is taken for
+	// Liveness is how long a peer may send nothing, while this node runs
+	// (its own stalls do not count: liveness.go), before it is taken for
 	// dead; default ElectionTick × TickInterval.
 	Liveness        time.Duration
 	Quiesce         bool   // idle groups stop ticking (see quiesce.go)
@@ -51,6 +52,8 @@ type Config struct {
 	// 64 MiB.
 	MaxLogBytes int64
 	Logger      *slog.Logger
+
+	hooks hooks // tests only (liveness.go)
 }
 
 func (c Config) withDefaults() Config {
@@ -122,7 +125,7 @@ type Host struct {
 
 	mu     sync.Mutex
 	groups map[uint64]*Group
-	seen   map[uint64]*atomic.Int64 // peer → unix ns of its last frame
+	seen   map[uint64]*atomic.Int64 // peer → clock() of its last frame, stalls credited (liveness.go)
 	live   map[uint64]bool          // liveness as the ticker last judged it
 	ids    peerIDs                  // peers' current raft ids (identity.go)
 	asked  map[uint64]struct{}      // groups not open a leader sent to (removal.go)
@@ -130,6 +133,7 @@ type Host struct {
 
 	stop chan struct{}
 	done chan struct{}
+	born time.Time // clock()'s origin
 
 	unknownGroup atomic.Uint64
 
@@ -145,7 +149,7 @@ func New(cfg Config) (*Host, error) {
 	h := &Host{
 		cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), groups: map[uint64]*Group{},
 		seen: map[uint64]*atomic.Int64{}, live: map[uint64]bool{},
-		stop: make(chan struct{}), done: make(chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{}), born: time.Now(),
 	}
 	h.ids.init(cfg.NodeID)
 	tr, err := newTransport(cfg.PeerID, cfg.Listen, cfg.Secret, cfg.QueueLen, cfg.QueueBytes, h.log, h)
@@ -278,23 +282,21 @@ func (h *Host) tickLoop() {
 	t := time.NewTicker(h.cfg.TickInterval)
 	defer t.Stop()
 	var gs []*Group
+	last := h.clock()
 	for {
 		select {
 		case <-h.stop:
 			return
 		case <-t.C:
 		}
-		now := time.Now().UnixNano()
-		changed := false
-		h.mu.Lock()
-		for id, s := range h.seen {
-			h.tr.send(id, kindAlive, 0, h.ids.hello)
-			up := now-s.Load() < int64(h.cfg.Liveness)
-			if up != h.live[id] {
-				h.live[id], changed = up, true
-				h.log.Info("replica: peer liveness", "peer", id, "alive", up)
-			}
+		if h.cfg.hooks.tick != nil {
+			h.cfg.hooks.tick()
 		}
+		now := h.clock()
+		stall := stallOf(time.Duration(now-last), h.cfg.TickInterval)
+		last = now
+		h.mu.Lock()
+		changed := h.judgeLivenessLocked(now, stall)
 		gs = gs[:0]
 		for _, g := range h.groups {
 			gs = append(gs, g)
@@ -315,6 +317,9 @@ func (h *Host) tickLoop() {
 // messages to their group after checking they come from the authenticated
 // peer and are addressed to this node.
 func (h *Host) handleFrame(cs *connState, from uint64, kind byte, group uint64, payload []byte) {
+	if h.cfg.hooks.frame != nil {
+		h.cfg.hooks.frame()
+	}
 	h.mu.Lock()
 	s := h.seen[from]
 	var g *Group
@@ -324,7 +329,7 @@ func (h *Host) handleFrame(cs *connState, from uint64, kind byte, group uint64, 
 	fromRaft := h.ids.raftOf[from] // 0 until its liveness frame says
 	h.mu.Unlock()
 	if s != nil {
-		s.Store(time.Now().UnixNano())
+		s.Store(h.clock())
 	}
 	if kind == kindAlive {
 		h.learnRaftID(from, payload)

@@ -91,6 +91,9 @@ func (g *Group) wake(expired bool) {
 	}
 	g.quiesced.Store(false)
 	g.idleTicks = 0
+	if w := g.h.cfg.hooks.wake; w != nil {
+		w(g.id, expired)
+	}
 	if expired {
 		for i := 0; i < g.h.cfg.ElectionTick; i++ {
 			g.rn.TickQuiesced()
