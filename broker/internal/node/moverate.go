@@ -35,6 +35,15 @@ type movePacer struct {
 
 	mu   sync.Mutex
 	next time.Time // the next free slot
+	// onSlot, when set (observe; tests), is told each slot handed out.
+	onSlot func(at time.Time)
+}
+
+// observe has f told the time of every slot handed out from now on.
+func (p *movePacer) observe(f func(at time.Time)) {
+	p.mu.Lock()
+	p.onSlot = f
+	p.mu.Unlock()
 }
 
 func newMovePacer(perSecond int) *movePacer {
@@ -50,6 +59,9 @@ func (p *movePacer) wait(ctx context.Context) error {
 		at = now
 	}
 	p.next = at.Add(p.every)
+	if p.onSlot != nil {
+		p.onSlot(at)
+	}
 	p.mu.Unlock()
 	d := time.Until(at)
 	if d <= 0 {

@@ -166,6 +166,7 @@ func TestRebalanceOntoJoinedNode(t *testing.T) {
 	l := startDrainLoad(t, lead, cr)
 	var idle idleDevices
 	idle.connect(t, lead, cred{tenant: tenant, id: "cred_idle", acl: allowAll}, 15)
+	lead.pacer.observe(idle.slot) // the node's own disconnect schedule
 	t.Logf("%s led by %s: 50 acknowledged, 15 idle devices connected", tenant, lead.cfg.ID)
 
 	i := 50
@@ -315,9 +316,15 @@ func TestRebalanceOntoJoinedNode(t *testing.T) {
 			t.Fatalf("idle device disconnected with %#x, want 0x9c", code)
 		}
 	}
-	t.Logf("15 idle devices moved over %v, at most %d in one second (rate %d/s)", span.Round(time.Millisecond), most, testMoveRate)
-	if most > testMoveRate+1 {
-		t.Fatalf("%d devices disconnected within one second, the rate is %d/s", most, testMoveRate)
+	// The bound is checked on the node's schedule: the devices' own
+	// receive times bunch up on a busy machine (logged only).
+	slots, mostSlots := idle.slotsPerSecond()
+	t.Logf("15 idle devices moved over %v, at most %d received in one second; the node's pacer handed out %d slots, at most %d in one second (rate %d/s)", span.Round(time.Millisecond), most, slots, mostSlots, testMoveRate)
+	if slots < 15 {
+		t.Fatalf("the pacer handed out %d slots for 15 devices: some were disconnected unpaced", slots)
+	}
+	if mostSlots > testMoveRate {
+		t.Fatalf("%d disconnects scheduled within one second, the rate is %d/s", mostSlots, testMoveRate)
 	}
 
 	// Nothing to do: nothing moves. A group may still elect by itself

@@ -150,6 +150,7 @@ type idleDevices struct {
 	mu    sync.Mutex
 	at    []time.Time
 	codes []byte
+	slots []time.Time // the disconnect slots the node's pacer handed out
 }
 
 func (d *idleDevices) connect(t *testing.T, n *testNode, cr cred, count int) {
@@ -204,11 +205,33 @@ func (c *cluster) connectLeader(t *testing.T, tenant string, cr cred, clientID s
 	}
 }
 
-// perSecond is the most disconnects any one-second window holds.
+// perSecond is the most disconnects any one-second window of the
+// devices' receive times holds.
 func (d *idleDevices) perSecond() (most, total int) {
 	d.mu.Lock()
 	at := slices.Clone(d.at)
 	d.mu.Unlock()
+	return mostInASecond(at), len(at)
+}
+
+// slot records a disconnect slot the node's pacer handed out.
+func (d *idleDevices) slot(at time.Time) {
+	d.mu.Lock()
+	d.slots = append(d.slots, at)
+	d.mu.Unlock()
+}
+
+// slotsPerSecond is the pacer's slots and the most any one-second window
+// of them holds.
+func (d *idleDevices) slotsPerSecond() (total, most int) {
+	d.mu.Lock()
+	at := slices.Clone(d.slots)
+	d.mu.Unlock()
+	return len(at), mostInASecond(at)
+}
+
+// mostInASecond is the most of at that any one-second window holds.
+func mostInASecond(at []time.Time) (most int) {
 	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
 	for i := range at {
 		j := i
@@ -217,5 +240,5 @@ func (d *idleDevices) perSecond() (most, total int) {
 		}
 		most = max(most, j-i)
 	}
-	return most, len(at)
+	return most
 }
