@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,7 +23,9 @@ import (
 // with a header (package proxyheader) naming the device; the global
 // accept rate applies at accept, as to any connection, but the per-IP rate
 // and the pending cap wait for the header and count the device, not the
-// balancer. The device's address is then the one logged and the one
+// balancer. Until then the connection holds one of
+// -proxy-protocol-max-waiting places (headerWaits), the balancers' own
+// pending cap: over it, it is reset at accept. The device's address is then the one logged and the one
 // signed into the node's PROXY header. A connection from anywhere else is
 // served as before: a header it sends is read as MQTT (or TLS) and
 // refused.
@@ -85,13 +88,67 @@ func proxyRefusedMetric(reg prometheus.Registerer) *prometheus.CounterVec {
 	return c
 }
 
+// headerWaits caps the balancers' connections waiting for their PROXY
+// header, on every listener together. The per-source limits cannot count
+// them (the source is not known yet) and the global accept rate alone
+// would let rate × -proxy-protocol-timeout goroutines wait (10,000 at the
+// defaults).
+type headerWaits struct {
+	max   int64
+	n     atomic.Int64
+	gauge prometheus.Gauge
+}
+
+func newHeaderWaits(max int, reg prometheus.Registerer) *headerWaits {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "berth_gateway_proxy_header_waiting",
+		Help: "Connections from -proxy-protocol-from balancers whose PROXY header has not arrived yet (capped by -proxy-protocol-max-waiting).",
+	})
+	reg.MustRegister(g)
+	return &headerWaits{max: int64(max), gauge: g}
+}
+
+// acquire takes a place; false when all are taken.
+func (w *headerWaits) acquire() bool {
+	if w.n.Add(1) > w.max {
+		w.n.Add(-1)
+		return false
+	}
+	w.gauge.Inc()
+	return true
+}
+
+// release gives back a place acquire took.
+func (w *headerWaits) release() {
+	w.n.Add(-1)
+	w.gauge.Dec()
+}
+
+// admitBalancer applies to c, a balancer's connection just accepted at
+// start, the global accept rate and the cap of connections waiting for
+// their header, resetting c when over either. Admitted, c holds a waiting
+// place until fromBalancer returns (or the caller gives it back).
+func (g *Gateway) admitBalancer(c net.Conn, start time.Time) bool {
+	if !g.admitGlobal(c, start) {
+		return false
+	}
+	if !g.waits.acquire() {
+		g.m.rateLimited.WithLabelValues("proxy_header").Inc()
+		reset(c)
+		return false
+	}
+	return true
+}
+
 // fromBalancer reads the PROXY header that c, a balancer's connection
 // accepted at start, begins with, and returns the device's address: the
 // header's source, or c's own when the header names none (the balancer's
 // own connection, such as a health check). False when there is no valid
 // header within -proxy-protocol-timeout (or the connect timeout, if
-// shorter): the caller closes c.
+// shorter): the caller closes c. Either way it gives back c's waiting
+// place (admitBalancer).
 func (g *Gateway) fromBalancer(c net.Conn, start time.Time) (net.Addr, bool) {
+	defer g.waits.release()
 	c.SetReadDeadline(start.Add(min(g.cfg.ProxyProtocolTimeout, g.cfg.ConnectTimeout)))
 	h, err := proxyheader.Read(c)
 	if err != nil {
@@ -116,14 +173,16 @@ func (g *Gateway) fromBalancer(c net.Conn, start time.Time) (net.Addr, bool) {
 }
 
 // acceptFromBalancer serves c, accepted at start from a balancer on the
-// TCP or TLS listener: the global accept rate now, the per-source limits
-// once its header has named the device, in c's own goroutine.
+// TCP or TLS listener: the global accept rate and the cap of waiting
+// headers now, the per-source limits once its header has named the
+// device, in c's own goroutine.
 func (g *Gateway) acceptFromBalancer(c net.Conn, tlsConf *tls.Config, start time.Time) {
-	if !g.admitGlobal(c, start) {
+	if !g.admitBalancer(c, start) {
 		return
 	}
 	s := &session{client: c}
 	if !g.track(s) {
+		g.waits.release()
 		c.Close()
 		return
 	}
@@ -225,11 +284,12 @@ func (l *balancerListener) run() {
 			}
 			continue
 		}
-		if !g.admitGlobal(c, start) {
+		if !g.admitBalancer(c, start) {
 			continue
 		}
 		s := &session{client: c}
 		if !g.track(s) {
+			g.waits.release()
 			c.Close()
 			continue
 		}

@@ -66,6 +66,11 @@ type Config struct {
 	// ProxyProtocolTimeout: a balancer's connection whose header has not
 	// arrived within it is closed.
 	ProxyProtocolTimeout time.Duration
+	// ProxyProtocolMaxWaiting caps the balancers' connections, all
+	// listeners together, whose PROXY header has not arrived yet (they
+	// are counted per device only once it has); over it a new one is
+	// closed at accept.
+	ProxyProtocolMaxWaiting int
 
 	DefaultMaxConnections int           // for tenants without a quotas row
 	HeartbeatTTL          time.Duration // connection-limit lease TTL
@@ -84,30 +89,31 @@ type Config struct {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		ListenTCP:             ":1883",
-		ListenTLS:             ":8883",
-		ListenWS:              ":8083",
-		ListenWSS:             ":8084",
-		MetricsListen:         "127.0.0.1:9101", // internal: not on the devices' interfaces
-		Issuer:                "berth",
-		RedisPrefix:           "berth:",
-		GatewayID:             fmt.Sprintf("%s-%d", host, os.Getpid()),
-		TLSReloadCheck:        time.Second,
-		ConnectTimeout:        10 * time.Second,
-		MaxConnectSize:        64 << 10,
-		DialTimeout:           3 * time.Second,
-		PerIPRate:             20,
-		PerIPBurst:            40,
-		AcceptRate:            2000,
-		AcceptBurst:           4000,
-		MaxPendingPerIP:       64,
-		SYNFilter:             true,
-		ProxyProtocolTimeout:  5 * time.Second,
-		DefaultMaxConnections: 1000,
-		HeartbeatTTL:          10 * time.Second,
-		DrainGrace:            25 * time.Second,
-		LogFormat:             "json",
-		TraceSample:           0.01,
+		ListenTCP:               ":1883",
+		ListenTLS:               ":8883",
+		ListenWS:                ":8083",
+		ListenWSS:               ":8084",
+		MetricsListen:           "127.0.0.1:9101", // internal: not on the devices' interfaces
+		Issuer:                  "berth",
+		RedisPrefix:             "berth:",
+		GatewayID:               fmt.Sprintf("%s-%d", host, os.Getpid()),
+		TLSReloadCheck:          time.Second,
+		ConnectTimeout:          10 * time.Second,
+		MaxConnectSize:          64 << 10,
+		DialTimeout:             3 * time.Second,
+		PerIPRate:               20,
+		PerIPBurst:              40,
+		AcceptRate:              2000,
+		AcceptBurst:             4000,
+		MaxPendingPerIP:         64,
+		SYNFilter:               true,
+		ProxyProtocolTimeout:    5 * time.Second,
+		ProxyProtocolMaxWaiting: 1024,
+		DefaultMaxConnections:   1000,
+		HeartbeatTTL:            10 * time.Second,
+		DrainGrace:              25 * time.Second,
+		LogFormat:               "json",
+		TraceSample:             0.01,
 	}
 }
 
@@ -142,6 +148,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.BehindLoadBalancer, "behind-load-balancer", c.BehindLoadBalancer, "devices connect through a load balancer that hides their addresses (SNAT): turns -syn-filter off")
 	fs.StringVar(&c.ProxyProtocolFrom, "proxy-protocol-from", c.ProxyProtocolFrom, "load balancers (CIDR[,CIDR]) whose connections must start with a PROXY protocol v1 or v2 header naming the device; limits and logs then use the device's address; turns -syn-filter off")
 	fs.DurationVar(&c.ProxyProtocolTimeout, "proxy-protocol-timeout", c.ProxyProtocolTimeout, "how long a -proxy-protocol-from connection may take to send its PROXY header")
+	fs.IntVar(&c.ProxyProtocolMaxWaiting, "proxy-protocol-max-waiting", c.ProxyProtocolMaxWaiting, "-proxy-protocol-from connections, all listeners together, whose PROXY header has not arrived yet; more are closed at accept")
 	fs.IntVar(&c.DefaultMaxConnections, "default-max-connections", c.DefaultMaxConnections, "connection limit for tenants without quotas")
 	fs.DurationVar(&c.HeartbeatTTL, "lease-ttl", c.HeartbeatTTL, "connection-limit heartbeat TTL (a dead gateway's slots free after it)")
 	fs.BoolVar(&c.LimitFailClosed, "limit-fail-closed", c.LimitFailClosed, "refuse connections when Redis is unreachable (default admits)")
@@ -215,6 +222,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ProxyProtocolTimeout <= 0 {
 		errs = append(errs, errors.New("-proxy-protocol-timeout must be positive"))
+	}
+	if c.ProxyProtocolMaxWaiting < 1 {
+		errs = append(errs, errors.New("-proxy-protocol-max-waiting must be at least 1"))
 	}
 	if c.TraceSample < 0 || c.TraceSample > 1 {
 		errs = append(errs, errors.New("-trace-sample must be within [0, 1]"))

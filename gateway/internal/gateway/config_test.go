@@ -9,16 +9,17 @@ import (
 
 func TestConfigFlagsAndEnv(t *testing.T) {
 	env := map[string]string{
-		"DATABASE_URL":                "postgres://env/db",
-		"REDIS_URL":                   "redis://env:6379/0",
-		"BERTH_PROXY_SECRET":          "0123456789abcdef0123",
-		"BERTH_JWKS_URL":              "http://env/jwks",
-		"BERTH_PER_IP_RATE":           "7.5",
-		"BERTH_MAX_PENDING_PER_IP":    "12",
-		"BERTH_DRAIN_GRACE":           "3s",
-		"BERTH_GATEWAY_ID":            "gw-from-env",
-		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318",
-		"BERTH_PROXY_PROTOCOL_FROM":   "10.0.0.0/8,192.168.0.0/16",
+		"DATABASE_URL":                     "postgres://env/db",
+		"REDIS_URL":                        "redis://env:6379/0",
+		"BERTH_PROXY_SECRET":               "0123456789abcdef0123",
+		"BERTH_JWKS_URL":                   "http://env/jwks",
+		"BERTH_PER_IP_RATE":                "7.5",
+		"BERTH_MAX_PENDING_PER_IP":         "12",
+		"BERTH_DRAIN_GRACE":                "3s",
+		"BERTH_GATEWAY_ID":                 "gw-from-env",
+		"OTEL_EXPORTER_OTLP_ENDPOINT":      "http://collector:4318",
+		"BERTH_PROXY_PROTOCOL_FROM":        "10.0.0.0/8,192.168.0.0/16",
+		"BERTH_PROXY_PROTOCOL_MAX_WAITING": "300",
 	}
 	cfg := DefaultConfig()
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
@@ -48,6 +49,7 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 		{"metrics internal by default", cfg.MetricsListen, "127.0.0.1:9101"},
 		{"balancers from BERTH_PROXY_PROTOCOL_FROM", cfg.ProxyProtocolFrom, "10.0.0.0/8,192.168.0.0/16"},
 		{"default PROXY header timeout", cfg.ProxyProtocolTimeout, 5 * time.Second},
+		{"header waits cap from BERTH_PROXY_PROTOCOL_MAX_WAITING", cfg.ProxyProtocolMaxWaiting, 300},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,6 +110,7 @@ func TestConfigValidate(t *testing.T) {
 		{"balancers", func(c *Config) { c.ProxyProtocolFrom = "10.0.0.0/8, 2001:db8::1" }, ""},
 		{"balancer not a CIDR", func(c *Config) { c.ProxyProtocolFrom = "10.0.0.0/8,lb.internal" }, "proxy-protocol-from"},
 		{"no PROXY header timeout", func(c *Config) { c.ProxyProtocolTimeout = 0 }, "proxy-protocol-timeout"},
+		{"no PROXY header may be waited for", func(c *Config) { c.ProxyProtocolMaxWaiting = 0 }, "proxy-protocol-max-waiting"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

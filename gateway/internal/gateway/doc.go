@@ -16,7 +16,8 @@
 //	   │        refused: reset at once (RST, SO_LINGER 0: no TIME_WAIT), unread, counted
 //	   │        (berth_gateway_rate_limited_total{scope=global|ip|pending}); the pending
 //	   │        cap logs one Warn per 10 s, then a summary of the lines not logged
-//	   │        From a ProxyProtocolFrom balancer (balancer.go): the global rate
+//	   │        From a ProxyProtocolFrom balancer (balancer.go): the global rate and
+//	   │        ≤ ProxyProtocolMaxWaiting waiting for a header (scope=proxy_header)
 //	   │        here; then its PROXY header (v1/v2, package proxyheader) within
 //	   │        ProxyProtocolTimeout, or closed; then the per-IP rate and pending
 //	   │        cap of the device it names, whose address is logged and signed
@@ -56,7 +57,7 @@
 // for at most ConnectTimeout idle) and the CONNECT read all count. A
 // source may have MaxPendingPerIP of them (-max-pending-per-ip, default
 // 64): a source is an IPv4 address, or an IPv6 /64 (one host commonly
-// holds a whole /64). Every listener shares the count; relayed
+// holds a whole /64), for the per-IP rate too (source.go). Every listener shares the count; relayed
 // connections do not count. The slot is given back on every path:
 // relayed, refused, timed out, closed by either side.
 //

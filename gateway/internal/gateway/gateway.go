@@ -56,9 +56,11 @@ type Gateway struct {
 	tls       *tls.Config       // nil without a certificate
 	syn       *synfilter.Filter // the kernel SYN filter; nil when off
 	// balancers send a PROXY header naming the device (balancer.go);
-	// proxyRefused counts their connections closed for it.
+	// proxyRefused counts their connections closed for it, waits caps
+	// those still waiting for it.
 	balancers    balancers
 	proxyRefused *prometheus.CounterVec
+	waits        *headerWaits
 	tr           trace.Tracer
 
 	connCtx    context.Context // cancelled when Shutdown gives up waiting
@@ -150,6 +152,7 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: -proxy-protocol-from: %w", err)
 	}
 	g.proxyRefused = proxyRefusedMetric(reg)
+	g.waits = newHeaderWaits(cfg.ProxyProtocolMaxWaiting, reg)
 	if cfg.TLSCert != "" {
 		cr, err := newCertReloader(cfg.TLSCert, cfg.TLSKey, cfg.TLSReloadCheck, d.Logger)
 		if err != nil {

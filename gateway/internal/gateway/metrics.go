@@ -11,7 +11,7 @@ type metrics struct {
 	connects    *prometheus.CounterVec   // tenant_id, transport (tcp, tls, ws, wss)
 	refusals    *prometheus.CounterVec   // tenant_id, reason
 	latency     *prometheus.HistogramVec // tenant_id: accept to CONNECT forwarded
-	rateLimited *prometheus.CounterVec   // scope: ip, global, pending
+	rateLimited *prometheus.CounterVec   // scope: ip, global, pending, proxy_header
 	active      prometheus.Gauge
 	pending     prometheus.Gauge // unauthenticated connections (pendingIPs)
 	revoked     prometheus.Counter
@@ -32,7 +32,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"tenant_id"}),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_gateway_rate_limited_total",
-			Help: "Connections closed at accept: by a rate limit (scope ip, global) or the cap of pending connections per source (scope pending).",
+			Help: "Connections closed at accept: by a rate limit (scope ip, global), the cap of pending connections per source (scope pending) or the cap of balancer connections waiting for their PROXY header (scope proxy_header).",
 		}, []string{"scope"}),
 		active: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "berth_gateway_active_connections", Help: "Connections being served (handshaking or relayed).",

@@ -12,8 +12,7 @@ import (
 // pendingIPs caps the unauthenticated connections of each source: a
 // connection is pending from accept until its CONNECT is verified and
 // written to the tenant's node (or until it closes, whichever is first).
-// A source is an IPv4 address, or the /64 prefix of an IPv6 address (one
-// host usually holds a whole /64, so a per-address cap would be no cap).
+// Sources are those of source.go: an IPv4 address or an IPv6 /64.
 // Entries go when their count reaches zero, so the table is never larger
 // than the number of pending connections.
 type pendingIPs struct {
@@ -28,26 +27,11 @@ func newPendingIPs(max int, gauge prometheus.Gauge) *pendingIPs {
 	return &pendingIPs{max: max, gauge: gauge, n: map[netip.Prefix]int{}}
 }
 
-// pendingSource is the key of addr's source: its IPv4 address (/32) or its
-// IPv6 /64; invalid when addr is not an IP address.
-func pendingSource(addr net.Addr) netip.Prefix {
-	ip := addrPort(addr).Addr()
-	if !ip.IsValid() {
-		return netip.Prefix{}
-	}
-	bits := 32
-	if ip.Is6() {
-		bits = 64
-	}
-	p, _ := ip.WithZone("").Prefix(bits)
-	return p
-}
-
 // acquire counts a new pending connection from addr. It returns false
 // (and counts nothing) when addr's source already has max pending. A
 // connection whose address is not IP is not capped (a nil slot).
 func (p *pendingIPs) acquire(addr net.Addr) (*pendingSlot, netip.Prefix, bool) {
-	src := pendingSource(addr)
+	src := sourceOf(addr)
 	if !src.IsValid() {
 		return nil, src, true
 	}
@@ -65,7 +49,7 @@ func (p *pendingIPs) acquire(addr net.Addr) (*pendingSlot, netip.Prefix, bool) {
 func (p *pendingIPs) pending(addr net.Addr) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.n[pendingSource(addr)]
+	return p.n[sourceOf(addr)]
 }
 
 // pendingSlot is one pending connection's place in its source's count.

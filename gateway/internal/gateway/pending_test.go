@@ -29,8 +29,8 @@ func TestPendingSource(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := pendingSource(tc.addr).String(); got != tc.want {
-				t.Fatalf("pendingSource(%v) = %s, want %s", tc.addr, got, tc.want)
+			if got := sourceOf(tc.addr).String(); got != tc.want {
+				t.Fatalf("sourceOf(%v) = %s, want %s", tc.addr, got, tc.want)
 			}
 		})
 	}

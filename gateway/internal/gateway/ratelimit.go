@@ -13,15 +13,17 @@ import (
 // swept, and if none are idle the new IP shares the global limit only.
 const maxTrackedIPs = 100_000
 
-// admission applies the global accept rate and the per-IP connect rate. It
-// runs right after accept, before any TLS or MQTT work.
+// admission applies the global accept rate and the per-IP connect rate,
+// which counts per source (source.go: an IPv4 address or an IPv6 /64, as
+// the pending cap and the kernel SYN filter count). It runs right after
+// accept, before any TLS or MQTT work.
 type admission struct {
 	global *rate.Limiter
 	perIP  rate.Limit
 	burst  int
 
 	mu  sync.Mutex
-	ips map[netip.Addr]*ipLimiter
+	ips map[netip.Prefix]*ipLimiter
 }
 
 type ipLimiter struct {
@@ -34,7 +36,7 @@ func newAdmission(cfg *Config) *admission {
 		global: rate.NewLimiter(rate.Limit(cfg.AcceptRate), cfg.AcceptBurst),
 		perIP:  rate.Limit(cfg.PerIPRate),
 		burst:  cfg.PerIPBurst,
-		ips:    map[netip.Addr]*ipLimiter{},
+		ips:    map[netip.Prefix]*ipLimiter{},
 	}
 }
 
@@ -42,23 +44,24 @@ func newAdmission(cfg *Config) *admission {
 // connection now.
 func (a *admission) allowGlobal(now time.Time) bool { return a.global.AllowN(now, 1) }
 
-// allowIP reports whether a new connection from addr is within its
-// source's rate.
-func (a *admission) allowIP(addr net.Addr, now time.Time) bool {
-	ip := addrPort(addr).Addr()
-	if !ip.IsValid() {
+// allowIP reports whether a new connection from ip is within the rate of
+// its source (sourceKey): addresses of one IPv6 /64 share a bucket. An
+// invalid ip (not an IP connection) is not limited.
+func (a *admission) allowIP(ip netip.Addr, now time.Time) bool {
+	src := sourceKey(ip)
+	if !src.IsValid() {
 		return true
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	l, ok := a.ips[ip]
+	l, ok := a.ips[src]
 	if !ok {
 		if len(a.ips) >= maxTrackedIPs {
 			a.sweepLocked(now)
 		}
 		l = &ipLimiter{lim: rate.NewLimiter(a.perIP, a.burst)}
 		if len(a.ips) < maxTrackedIPs {
-			a.ips[ip] = l
+			a.ips[src] = l
 		}
 	}
 	l.seen = now
@@ -68,9 +71,9 @@ func (a *admission) allowIP(addr net.Addr, now time.Time) bool {
 // sweepLocked drops limiters idle long enough to have refilled their burst.
 func (a *admission) sweepLocked(now time.Time) {
 	idle := time.Duration(float64(a.burst)/float64(a.perIP)*float64(time.Second)) + time.Second
-	for ip, l := range a.ips {
+	for src, l := range a.ips {
 		if now.Sub(l.seen) > idle {
-			delete(a.ips, ip)
+			delete(a.ips, src)
 		}
 	}
 }
@@ -112,7 +115,7 @@ func (g *Gateway) admitGlobal(c net.Conn, now time.Time) bool {
 // source is from: c's own address, or the device's that a balancer's
 // PROXY header named (balancer.go).
 func (g *Gateway) admitSource(c net.Conn, from net.Addr, now time.Time) (*pendingSlot, bool) {
-	if !g.adm.allowIP(from, now) {
+	if !g.adm.allowIP(addrPort(from).Addr(), now) {
 		g.m.rateLimited.WithLabelValues("ip").Inc()
 		reset(c)
 		return nil, false
