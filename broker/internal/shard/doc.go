@@ -114,6 +114,9 @@
 // a writer stops at a queued message whose record is not yet durable
 // (conn.deliverableLocked) and the same ack wave wakes it; stored entries
 // wait in waitReadable, and a retained message is shown only once stored.
+// A logged retained message is stored only once its append succeeded (and,
+// under SyncAlways, its record is fsynced): a PUBLISH the log refuses
+// leaves the retained message as it was (Shard.retainLogged).
 // The retained store keeps a copy of its own, never in the log; the copy
 // a queue or inflight window owns (message.own) carries its record's
 // offset, so it is gated like the message.

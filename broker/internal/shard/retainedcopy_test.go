@@ -15,9 +15,10 @@ import (
 	"berth.dev/broker/packet"
 )
 
-// A retained PUBLISH is stored before it is logged (setRetained runs
-// ahead of the append, so a new subscriber never misses it): what the
-// retained store keeps must be a message of its own, not in the log, and
+// A retained PUBLISH is stored before it is routed (setRetained runs
+// ahead of the routing, so a new subscriber never misses it), once it is
+// logged (retainLogged): what the retained store keeps must be a message
+// of its own, not in the log, and
 // the copy queues and inflight windows take (message.own) must carry the
 // record's offset, or it skips the durability gate and the session cursor.
 

@@ -230,15 +230,24 @@ func (s *Shard) publishVia(m *message, matches *topic.Matches, out *outbox) int 
 
 // publishAt is publishVia at now, the time the caller read for the
 // message (handlePublish reads the clock once per PUBLISH).
+//
+// A retained message changes the topic's retained message only once the
+// message is accepted: one that goes to the message log, after its append
+// succeeded, so a PUBLISH the log refuses (a full disk, a failed fsync)
+// leaves the retained message as it was (retainLogged). Either way the
+// retained message is set before the message is matched against the
+// subscriptions, so a subscription made meanwhile gets it one way or the
+// other, never neither.
 func (s *Shard) publishAt(m *message, matches *topic.Matches, out *outbox, now time.Time) int {
-	if m.retain {
-		s.setRetained(m)
+	logged := s.log != nil && m.qos > 0 && m.off == 0
+	if m.retain && !logged {
+		s.setRetained(m) // not logged: nothing can refuse it
 	}
 	n := 0
 	var kicks [4]*conn
 	nk := 0
 	s.mu.RLock()
-	if s.log != nil && m.qos > 0 && m.off == 0 {
+	if logged {
 		err := s.appendLocked(m)
 		if err != nil {
 			m.lost = true
@@ -250,10 +259,13 @@ func (s *Shard) publishAt(m *message, matches *topic.Matches, out *outbox, now t
 		}
 		if err != nil && m.readAt != 0 {
 			// A client's PUBLISH that could not be logged is refused
-			// (handle.go): it must reach no one, or a refused message
-			// would be delivered and sent again by its publisher.
+			// (handlepublish.go): it must reach no one, or a refused
+			// message would be delivered and sent again by its publisher.
 			s.mu.RUnlock()
 			return 0
+		}
+		if err == nil && m.retain {
+			s.retainLogged(m)
 		}
 	}
 	if m.trace != nil {
@@ -340,6 +352,27 @@ func (s *Shard) setRetained(m *message) {
 		}
 	}
 	s.retained.Set(t, m, m.size)
+}
+
+// retainLogged is setRetained for a message just appended to the message
+// log; s.mu is read-held, between the append and the routing (it is not
+// released in between: a message is never appended but not yet routed,
+// see checkpoint). Under syncAcks the retained message changes only once
+// the message's own record is durable too, as its PUBACK does: standalone
+// under -fsync always the message log and the retained store are
+// separate files, each fsynced; replicated, the retained record commits
+// after the message's entry in the same group log, so its commit (which
+// setRetained waits for) says as much. The wait holds s.mu read-locked:
+// a retained QoS 1/2 PUBLISH under -fsync always (or replicated) delays
+// the shard's connects and checkpoints by about one fsync (commit).
+func (s *Shard) retainLogged(m *message) {
+	if s.syncAcks && s.opts.Replication == nil {
+		if err := s.app.WaitDurable(m.off - 1); err != nil {
+			s.opts.Logger.Warn("retained message not durable; the retained message is kept", "topic", string(m.topic), "err", err)
+			return
+		}
+	}
+	s.setRetained(m)
 }
 
 // dropExpiredRetained removes a retained message whose expiry passed

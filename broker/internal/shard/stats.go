@@ -145,3 +145,43 @@ func (c *counters) totalDropped() uint64 {
 	}
 	return n
 }
+
+// Stats returns a snapshot of the shard's counters.
+func (s *Shard) Stats() Stats {
+	st := s.stats.snapshot()
+	s.mu.RLock()
+	st.Sessions = len(s.sessions)
+	s.mu.RUnlock()
+	st.Subscriptions = s.tree.Len()
+	st.Retained = s.retained.Len()
+	st.Uptime = time.Since(s.started)
+	st.DeadLettersLost = s.deadLettersLost()
+	return st
+}
+
+// SessionStats reports the state of one session: whether it exists, is
+// connected, how many messages wait and how many were dropped, by reason.
+func (s *Shard) SessionStats(clientID string) (SessionStats, bool) {
+	s.mu.RLock()
+	sess := s.sessions[clientID]
+	s.mu.RUnlock()
+	if sess == nil {
+		return SessionStats{}, false
+	}
+	subs := s.tree.Count(sess.id)
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	st := SessionStats{
+		Subscriptions: subs,
+		Connected:     sess.conn != nil,
+		Queued:        sess.queue.len(),
+		Inflight:      len(sess.inflight),
+		Dropped:       make(map[string]uint64),
+	}
+	for r, n := range sess.dropCountsLocked() {
+		if n > 0 {
+			st.Dropped[DropReason(r).String()] = n
+		}
+	}
+	return st, true
+}
