@@ -12,7 +12,8 @@ apt_install nats-server
 # zsh and fish: berthctl's completion scripts are run in the shells they are for.
 apt_install zsh fish
 # The e2e disk and flood faults (root, as in CI): mount and losetup (a tmpfs and an
-# ext4 on a loop device for the node's -data), mkfs.ext4, ip (the flood's network namespace).
+# ext4 on a loop device for the node's -data), mkfs.ext4, ip (the flood's network namespace);
+# chattr (e2fsprogs) makes a file no deletion can remove for the node's removed-replica test.
 apt_install mount e2fsprogs iproute2
 # setpriv: the gateway's SYN-filter test runs its binary as root with CAP_BPF alone,
 # as the chart's gateway.synFilter pod does.

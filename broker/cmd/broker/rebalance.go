@@ -2,18 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
-
-	"berth.dev/flagenv"
 )
 
 // `broker rebalance` asks a replicating node, through its admin API, to
@@ -32,9 +25,9 @@ import (
 
 // Exit statuses of broker rebalance.
 const (
-	rebalanceExitBalanced = 0
-	rebalanceExitFailed   = 1
-	rebalanceExitUsage    = 2
+	rebalanceExitBalanced = adminExitDone
+	rebalanceExitFailed   = adminExitFailed
+	rebalanceExitUsage    = adminExitUsage
 )
 
 // rebalanceMaxTimeout is the node's bound on ?timeout= (node.rebalanceMaxTimeout).
@@ -59,15 +52,7 @@ type rebalanceAnswer struct {
 	Error            string `json:"error"`
 }
 
-// runRebalance runs broker rebalance with args (after "rebalance") and
-// returns the exit status.
-func runRebalance(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("broker rebalance", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	admin := fs.String("admin", "127.0.0.1:7880", "a node's admin listener (host:port); any replicating node that does not drain")
-	timeout := fs.Duration("timeout", 5*time.Minute, "how long the cluster may take to reach its target spread, at most "+rebalanceMaxTimeout.String())
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: broker rebalance [-admin 127.0.0.1:7880] [-timeout 5m]
+const rebalanceUsage = `Usage: broker rebalance [-admin 127.0.0.1:7880] [-timeout 5m]
 
 Moves the cluster's replicas and leaderships to their target spread (POST
 /admin/rebalance on any replicating node): each tenant's replicas on the
@@ -81,49 +66,27 @@ could not be reached), 2 usage.
   BERTH_NODE_TOKEN=… broker rebalance -admin 127.0.0.1:7880 -timeout 10m
 
 Flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return rebalanceExitBalanced
-		}
-		return rebalanceExitUsage
-	}
-	if _, err := (flagenv.Rule{Prefix: "BERTH_REBALANCE_"}).Apply(fs, getenv); err != nil {
-		fmt.Fprintln(stderr, "broker rebalance:", err)
-		return rebalanceExitUsage
-	}
-	usage := func(msg string) int {
-		fmt.Fprintln(stderr, "broker rebalance:", msg)
-		fs.Usage()
-		return rebalanceExitUsage
-	}
-	if fs.NArg() > 0 {
-		return usage(fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
-	}
-	if _, _, err := net.SplitHostPort(*admin); err != nil {
-		return usage(fmt.Sprintf("-admin %q: want host:port", *admin))
-	}
-	if *timeout <= 0 || *timeout > rebalanceMaxTimeout {
-		return usage(fmt.Sprintf("-timeout %v: want a duration above 0 and at most %v", *timeout, rebalanceMaxTimeout))
-	}
-	token := getenv("BERTH_NODE_TOKEN")
-	if token == "" {
-		return usage("BERTH_NODE_TOKEN is not set (the node's admin token)")
+`
+
+// runRebalance runs broker rebalance with args (after "rebalance") and
+// returns the exit status.
+func runRebalance(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	c := newAdminCall("broker rebalance", rebalanceUsage, stderr, "a node's admin listener (host:port); any replicating node that does not drain",
+		5*time.Minute, rebalanceMaxTimeout, "how long the cluster may take to reach its target spread")
+	token, code, ok := c.parse(args, getenv, "BERTH_REBALANCE_", nil)
+	if !ok {
+		return code
 	}
 
-	ans, status, err := postRebalance(ctx, *admin, token, *timeout)
+	var ans rebalanceAnswer
+	status, err := c.post(ctx, token, "/admin/rebalance", nil, &ans)
 	switch {
-	case err != nil:
-		fmt.Fprintln(stderr, "broker rebalance:", err)
-		return rebalanceExitFailed
-	case status == http.StatusOK && ans.Balanced:
+	case err == nil && status == http.StatusOK && ans.Balanced:
 		fmt.Fprintf(stdout, "cluster balanced (asked %s): %d tenants; this node's leaders moved %d leadership(s) and %d replica(s) in %d ms\n",
 			ans.NodeID, ans.Tenants, ans.LeadershipsMoved, ans.ReplicasMoved, ans.TookMS)
 		writeShares(stdout, ans)
 		return rebalanceExitBalanced
-	case status == http.StatusServiceUnavailable && ans.NodeID != "":
+	case err == nil && status == http.StatusServiceUnavailable && ans.NodeID != "":
 		var moving, down []string
 		for _, n := range ans.Nodes {
 			switch {
@@ -134,16 +97,11 @@ Flags:
 			}
 		}
 		fmt.Fprintf(stderr, "broker rebalance: the cluster is not balanced after %v (asked %s; still moving: %s; down: %s); run it again, it resumes\n",
-			*timeout, ans.NodeID, joinOrNone(moving), joinOrNone(down))
+			*c.timeout, ans.NodeID, joinOrNone(moving), joinOrNone(down))
 		writeShares(stderr, ans)
 		return rebalanceExitFailed
 	default:
-		msg := ans.Error
-		if msg == "" {
-			msg = http.StatusText(status)
-		}
-		fmt.Fprintf(stderr, "broker rebalance: the node answered %d: %s\n", status, msg)
-		return rebalanceExitFailed
+		return c.failed(err, status, ans.Error)
 	}
 }
 
@@ -166,28 +124,4 @@ func joinOrNone(ids []string) string {
 		return "none"
 	}
 	return strings.Join(ids, ", ")
-}
-
-// postRebalance calls POST /admin/rebalance?timeout= on the node's admin
-// listener.
-func postRebalance(ctx context.Context, admin, token string, timeout time.Duration) (rebalanceAnswer, int, error) {
-	// The node answers at its timeout at the latest; allow for the trip.
-	ctx, cancel := context.WithTimeout(ctx, timeout+10*time.Second)
-	defer cancel()
-	u := url.URL{Scheme: "http", Host: admin, Path: "/admin/rebalance", RawQuery: url.Values{"timeout": {timeout.String()}}.Encode()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), nil)
-	if err != nil {
-		return rebalanceAnswer{}, 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return rebalanceAnswer{}, 0, fmt.Errorf("asking %s: %w", admin, err)
-	}
-	defer resp.Body.Close()
-	var ans rebalanceAnswer
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&ans); err != nil && resp.StatusCode == http.StatusOK {
-		return ans, resp.StatusCode, fmt.Errorf("the node's answer: %w", err)
-	}
-	return ans, resp.StatusCode, nil
 }

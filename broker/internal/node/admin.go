@@ -168,7 +168,7 @@ func (n *Node) adminHandler() http.Handler {
 	mux.Handle("GET /metrics", n.metricsHandler())
 	mux.HandleFunc("POST /admin/drain", n.handleDrain) // drain.go
 	mux.HandleFunc("DELETE /admin/drain", n.handleUndrain)
-	mux.HandleFunc("POST /admin/rebalance", n.handleRebalance) // rebalance.go
+	mux.HandleFunc("POST /admin/rebalance", n.handleRebalance) // rebalancehttp.go
 	mux.HandleFunc("DELETE /admin/rebalance", n.handleRebalanceAbort)
 	return n.requireToken(mux)
 }

@@ -117,6 +117,11 @@ type Config struct {
 	HeartbeatInterval time.Duration // default 10 s
 
 	Logger *slog.Logger
+
+	// removalFS is the filesystem of removed replicas' tombstones
+	// (removal.go); nil: the OS's. Tests wrap it to watch the order of
+	// the removes and directory fsyncs.
+	removalFS wal.FS
 }
 
 // ErrConfig wraps every configuration error.

@@ -225,6 +225,22 @@ func (n *Node) noReplication(w http.ResponseWriter, repl *replicas) bool {
 	return true
 }
 
+// waitTimeout reads the ?timeout= of a call that waits (drain,
+// rebalance): def when there is none; false, with 400 written, when it is
+// not a duration above 0 and at most max (example: one for the message).
+func waitTimeout(w http.ResponseWriter, r *http.Request, def, max time.Duration, example string) (time.Duration, bool) {
+	s := r.URL.Query().Get("timeout")
+	if s == "" {
+		return def, true
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 || d > max {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "timeout: a duration such as " + example + ", at most " + max.String()})
+		return 0, false
+	}
+	return d, true
+}
+
 // handleDrain serves POST /admin/drain[?timeout=60s][&replicas=keep]:
 // with replicas=keep only the leaderships move (a restart, the preStop
 // hook: the node comes back with its disk).
@@ -233,14 +249,9 @@ func (n *Node) handleDrain(w http.ResponseWriter, r *http.Request) {
 	if n.noReplication(w, repl) {
 		return
 	}
-	timeout := drainDefaultTimeout
-	if s := r.URL.Query().Get("timeout"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 || d > drainMaxTimeout {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "timeout: a duration such as 30s, at most " + drainMaxTimeout.String()})
-			return
-		}
-		timeout = d
+	timeout, ok := waitTimeout(w, r, drainDefaultTimeout, drainMaxTimeout, "30s")
+	if !ok {
+		return
 	}
 	moveReplicas := true
 	switch r.URL.Query().Get("replicas") {

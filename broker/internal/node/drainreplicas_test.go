@@ -101,6 +101,20 @@ func TestReplicationFactorPerPlan(t *testing.T) {
 	if code, _, _ := postDrain(keeper, testToken, "replicas=some"); code != http.StatusBadRequest {
 		t.Fatalf("replicas=some: %d, want 400", code)
 	}
+	// A ?timeout= that is no duration, or outside (0, the call's bound]:
+	// 400, on both calls that wait (waitTimeout).
+	for _, path := range []string{"/admin/drain?timeout=x", "/admin/drain?timeout=0s", "/admin/drain?timeout=11m", "/admin/rebalance?timeout=-1s", "/admin/rebalance?timeout=2h"} {
+		req, _ := http.NewRequest("POST", "http://"+keeper.AdminAddr().String()+path, nil)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("POST %s: %d, want 400", path, resp.StatusCode)
+		}
+	}
 	req, _ := http.NewRequest("DELETE", "http://"+keeper.AdminAddr().String()+"/admin/drain", nil)
 	req.Header.Set("Authorization", "Bearer "+testToken)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {

@@ -69,7 +69,7 @@ func (r *replicas) memberLoop() {
 				moving++
 			}
 		}
-		r.rebalancePass(list, leaderless) // rebalance.go
+		r.rebalancePass(list, leaderless) // rebalancepass.go
 	}
 }
 

@@ -23,6 +23,7 @@ var (
 	descRaftBytes     = prometheus.NewDesc("berth_raft_transport_bytes_total", "Bytes of frames on the peer transport (header, body and MAC).", []string{"direction"}, nil)
 	descRaftDropped   = prometheus.NewDesc("berth_raft_transport_dropped_total", "Outbound peer frames dropped: the peer's queue full (frames or bytes), or the peer unknown or cut off.", nil, nil)
 	descRaftRefused   = prometheus.NewDesc("berth_raft_transport_refused_total", "Peer connections or frames refused: a failed handshake (auth), a frame whose MAC did not verify (mac), a verified frame whose content was refused (message).", []string{"reason"}, nil)
+	descRaftCopyErrs  = prometheus.NewDesc("berth_raft_removed_copy_errors_total", "Deletions of a removed replica's copy (its raft log, its tenant's store) that failed; such a group stays removed here, and is not reopened when its leader adds the node back, until one succeeds.", nil, nil)
 	descNodeReady     = prometheus.NewDesc("berth_node_ready", "1 when GET /readyz answers 200 (every group held here caught up with its leader), else 0.", nil, nil)
 )
 
@@ -31,7 +32,7 @@ type raftCollector struct{ n *Node }
 
 func (c raftCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRaftGroups, descRaftNoLeader, descRaftLag, descRaftApplyLag, descRaftPending,
-		descRaftSnapshots, descRaftMsgs, descRaftBytes, descRaftDropped, descRaftRefused, descNodeReady} {
+		descRaftSnapshots, descRaftMsgs, descRaftBytes, descRaftDropped, descRaftRefused, descRaftCopyErrs, descNodeReady} {
 		ch <- d
 	}
 }
@@ -90,6 +91,7 @@ func (c raftCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRaftRefused, st.AuthFailures, "auth")
 	counter(descRaftRefused, st.MACFailures, "mac")
 	counter(descRaftRefused, st.BadMessages, "message")
+	counter(descRaftCopyErrs, r.copyErrors.Load())
 }
 
 func b2f(b bool) float64 {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"berth.dev/broker/internal/replica"
 	"berth.dev/broker/internal/store"
@@ -38,8 +39,20 @@ import (
 // never opens the group. A tombstoned group opens again only when its
 // leader sends this node a leader's message (it was added back as a
 // learner: replica.Host.Asked) and the node is one of the tenant's
-// replicas by placement: the tombstone goes first, then the group opens
-// empty and is caught up by snapshot like any new member.
+// replicas by placement (reopenAsked): what is left of the copy is deleted
+// first (a deletion that failed in step 4 left part of it: a log missing
+// entries, a HardState committing entries it does not hold), and the
+// group stays tombstoned while that fails; the deletions are made durable
+// (fsync of <data>/raft and <data>), then the tombstone is removed and
+// <data>/raft/removed fsynced, and only then the group opens empty and is
+// caught up by snapshot like any new member. Were the tombstone's removal
+// not durable before the group opens, a power loss could bring it back
+// after the member had caught up, voted and acknowledged entries, and the
+// next start (sweepRemoved) would delete a copy its leader counts on.
+
+// copyWarnEvery spaces reopenAsked's warnings about a copy it cannot
+// delete (it tries again on every leader's message).
+const copyWarnEvery = time.Minute
 
 // removedDir holds the tombstones of the groups removed from this node.
 func (r *replicas) removedDir() string {
@@ -100,7 +113,7 @@ func (r *replicas) cleanUpRemoved(rg *replGroup) bool {
 		}
 		return true
 	}
-	if err := wal.WriteFileAtomic(wal.OSFS{}, r.tombstone(gid), []byte(rg.id+"\n")); err != nil {
+	if err := wal.WriteFileAtomic(r.removalFS, r.tombstone(gid), []byte(rg.id+"\n")); err != nil {
 		// Without a tombstone the copy must stay whole: the group is
 		// closed and the next start (or scan) opens it from its log and
 		// finds it removed again.
@@ -110,10 +123,12 @@ func (r *replicas) cleanUpRemoved(rg *replGroup) bool {
 		}
 		return true
 	}
-	err = errors.Join(err, rg.log.Close())
-	err = errors.Join(err, r.host.RemoveGroupData(gid), store.RemoveTenant(r.n.cfg.DataDir, rg.id))
-	if err != nil {
-		log.Warn("replication: removed replica: deleting its copy (the next start finishes)", "err", err)
+	if err := rg.log.Close(); err != nil {
+		log.Warn("replication: removed replica: closing", "err", err)
+	}
+	if err := r.removeCopy(gid, rg.id); err != nil {
+		r.copyErrors.Add(1)
+		log.Warn("replication: removed replica: deleting its copy (the next start, or a re-addition, finishes; it stays tombstoned until then)", "err", err)
 		return true
 	}
 	log.Info("replication: this node was removed from the tenant's group; its copy is deleted", "config_index", rg.g.ConfIndex())
@@ -142,13 +157,35 @@ func (r *replicas) sweepRemoved() error {
 			errs = append(errs, err)
 			continue
 		}
-		tenantID := strings.TrimSpace(string(b))
-		errs = append(errs, r.host.RemoveGroupData(gid))
-		if tenantID != "" && replica.NameID(tenantID) == gid {
-			errs = append(errs, store.RemoveTenant(r.n.cfg.DataDir, tenantID))
-		}
+		errs = append(errs, r.removeCopy(gid, strings.TrimSpace(string(b))))
 	}
 	return errors.Join(errs...)
+}
+
+// removeCopy deletes group gid's raft directory and, when tenantID names
+// that group, the tenant's store directory.
+func (r *replicas) removeCopy(gid uint64, tenantID string) error {
+	err := r.host.RemoveGroupData(gid)
+	if tenantID != "" && replica.NameID(tenantID) == gid {
+		err = errors.Join(err, store.RemoveTenant(r.n.cfg.DataDir, tenantID))
+	}
+	return err
+}
+
+// clearTombstone readies a removed group to open again: what is left of
+// its copy is deleted and the deletions made durable, then its tombstone
+// is removed durably (see the top of this file for the power loss this
+// order guards against). On an error the tombstone stays, whatever else
+// went.
+func (r *replicas) clearTombstone(gid uint64, tenantID string) error {
+	if err := r.removeCopy(gid, tenantID); err != nil {
+		return err
+	}
+	raftDir := filepath.Dir(r.removedDir())
+	if err := errors.Join(wal.SyncDir(r.removalFS, raftDir), wal.SyncDir(r.removalFS, r.n.cfg.DataDir)); err != nil {
+		return err
+	}
+	return wal.RemoveFile(r.removalFS, r.tombstone(gid))
 }
 
 // removedTenants lists the tenants whose group was removed from this node.
@@ -171,8 +208,8 @@ func (r *replicas) removedTenants() []string {
 
 // reopenAsked opens again the removed groups whose leader wants this node
 // back (it sends it appends or a snapshot), when this node is one of the
-// tenant's replicas by placement (designated or wanted). Called from
-// leadLoop.
+// tenant's replicas by placement (designated or wanted), once what is
+// left of their copy is deleted (clearTombstone). Called from leadLoop.
 func (r *replicas) reopenAsked() {
 	for _, gid := range r.host.Asked() {
 		b, err := os.ReadFile(r.tombstone(gid))
@@ -180,14 +217,22 @@ func (r *replicas) reopenAsked() {
 			continue // not removed here: a group this node never held, or one opening
 		}
 		tenantID := strings.TrimSpace(string(b))
+		if replica.NameID(tenantID) != gid {
+			continue // a tombstone naming another group: sweepRemoved's to judge
+		}
 		self := func(m member) bool { return m.id == r.n.cfg.ID }
 		if !slices.ContainsFunc(r.designated(tenantID), self) && !slices.ContainsFunc(r.wanted(tenantID), self) {
 			continue
 		}
-		if err := os.Remove(r.tombstone(gid)); err != nil {
-			r.n.log.Warn("replication: removing a tombstone", "tenant_id", tenantID, "err", err)
+		if err := r.clearTombstone(gid, tenantID); err != nil {
+			r.copyErrors.Add(1)
+			if now := time.Now(); now.Sub(r.copyWarned[gid]) >= copyWarnEvery {
+				r.copyWarned[gid] = now
+				r.n.log.Warn("replication: added back to a group it was removed from, but its old copy cannot be deleted: it stays removed", "tenant_id", tenantID, "err", err)
+			}
 			continue
 		}
+		delete(r.copyWarned, gid)
 		if _, err := r.group(tenantID); err != nil {
 			r.n.log.Warn("replication: reopening a group this node was added back to", "tenant_id", tenantID, "err", err)
 			continue

@@ -84,6 +84,12 @@ type replicas struct {
 	// removing: groups being cleaned up after this node was removed from
 	// them (removal.go), opened by nothing meanwhile.
 	removing map[string]bool
+	// removalFS holds the tombstones; copyErrors counts the deletions of
+	// a removed group's copy that failed, copyWarned when reopenAsked
+	// last logged one for a group (leadLoop's) (removal.go).
+	removalFS  wal.FS
+	copyErrors atomic.Uint64
+	copyWarned map[uint64]time.Time
 
 	plansMu      sync.Mutex
 	plans        map[string]string // tenant id → plan (factor.go)
@@ -124,7 +130,11 @@ func (n *Node) startReplication(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r := &replicas{n: n, self: raftIDOf(c.ID, inc), groups: map[string]*replGroup{}, removing: map[string]bool{}, size: c.Replicas}
+	r := &replicas{n: n, self: raftIDOf(c.ID, inc), groups: map[string]*replGroup{}, removing: map[string]bool{}, size: c.Replicas,
+		removalFS: c.removalFS, copyWarned: map[uint64]time.Time{}}
+	if r.removalFS == nil {
+		r.removalFS = wal.OSFS{}
+	}
 	r.members = append(r.members, member{id: c.ID, peer: PeerID(c.ID), zone: c.Zone})
 	for _, p := range c.Peers {
 		r.members = append(r.members, member{id: p.ID, peer: PeerID(p.ID), zone: p.Zone})

@@ -78,6 +78,19 @@ func syncDir(fsys FS, dir string) error {
 	return err
 }
 
+// SyncDir fsyncs directory dir through fsys, so that the creates, renames
+// and removes made in it so far survive a power loss.
+func SyncDir(fsys FS, dir string) error { return syncDir(fsys, dir) }
+
+// RemoveFile removes path durably: the remove, then an fsync of its
+// directory (without it, a power loss can bring the file back).
+func RemoveFile(fsys FS, path string) error {
+	if err := fsys.Remove(path); err != nil {
+		return err
+	}
+	return syncDir(fsys, filepath.Dir(path))
+}
+
 // WriteFileAtomic writes path whole or not at all, and durably: a
 // temporary file, fsynced, renamed over path, the directory fsynced. The
 // directory is made if missing.

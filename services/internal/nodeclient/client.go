@@ -83,27 +83,34 @@ type Publish struct {
 	UserProperties map[string]string `json:"user_properties,omitempty"`
 }
 
-func tenantURL(adminAddr, tid, suffix string) string {
+// adminURL is path on the admin API at adminAddr (host:port, or a base
+// URL).
+func adminURL(adminAddr, path string) string {
 	base := adminAddr
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
-	return strings.TrimRight(base, "/") + "/admin/tenants/" + url.PathEscape(tid) + suffix
+	return strings.TrimRight(base, "/") + path
 }
 
-// do sends a request and decodes a 2xx JSON answer into out (nil: ignore).
-func (c *Client) do(ctx context.Context, method, u string, body, out any) error {
+func tenantURL(adminAddr, tid, suffix string) string {
+	return adminURL(adminAddr, "/admin/tenants/"+url.PathEscape(tid)+suffix)
+}
+
+// send sends a request (body, when not nil, as JSON) and returns the
+// answer's status and body, read up to limit bytes.
+func (c *Client) send(ctx context.Context, method, u string, body any, limit int64) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return fmt.Errorf("nodeclient: encode: %w", err)
+			return 0, nil, fmt.Errorf("nodeclient: encode: %w", err)
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return fmt.Errorf("nodeclient: %w", err)
+		return 0, nil, fmt.Errorf("nodeclient: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	if body != nil {
@@ -111,33 +118,77 @@ func (c *Client) do(ctx context.Context, method, u string, body, out any) error 
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return 0, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
-		return fmt.Errorf("%w: read: %v", ErrUnavailable, err)
+		return 0, nil, fmt.Errorf("%w: read: %v", ErrUnavailable, err)
+	}
+	return resp.StatusCode, data, nil
+}
+
+// refusal is a 4xx answer as a StatusError: its "error", else the status
+// text.
+func refusal(status int, data []byte) *StatusError {
+	var e struct {
+		Error string `json:"error"`
+	}
+	_ = json.Unmarshal(data, &e)
+	if e.Error == "" {
+		e.Error = http.StatusText(status)
+	}
+	return &StatusError{Status: status, Message: e.Error}
+}
+
+// do sends a request and decodes a 2xx JSON answer into out (nil: ignore).
+func (c *Client) do(ctx context.Context, method, u string, body, out any) error {
+	status, data, err := c.send(ctx, method, u, body, 16<<20)
+	if err != nil {
+		return err
 	}
 	switch {
-	case resp.StatusCode >= 500:
-		return fmt.Errorf("%w: %s %s answered %d", ErrUnavailable, method, u, resp.StatusCode)
-	case resp.StatusCode >= 300:
-		var e struct {
-			Error string `json:"error"`
-		}
-		_ = json.Unmarshal(data, &e)
-		if e.Error == "" {
-			e.Error = http.StatusText(resp.StatusCode)
-		}
-		return &StatusError{Status: resp.StatusCode, Message: e.Error}
+	case status >= 500:
+		return fmt.Errorf("%w: %s %s answered %d", ErrUnavailable, method, u, status)
+	case status >= 300:
+		return refusal(status, data)
 	}
-	if out == nil || resp.StatusCode == http.StatusNoContent {
+	if out == nil || status == http.StatusNoContent {
 		return nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("%w: decode %s: %v", ErrUnavailable, u, err)
 	}
 	return nil
+}
+
+// await calls POST path[?timeout=] on the node at adminAddr, a call the
+// node answers with its report once done (200) or at the timeout (503),
+// and decodes the report into rep; a report without the node's id is the
+// node failing.
+func (c *Client) await(ctx context.Context, adminAddr, path string, timeout time.Duration, rep any) error {
+	u := adminURL(adminAddr, path)
+	if timeout > 0 {
+		u += "?timeout=" + url.QueryEscape(timeout.String())
+	}
+	status, data, err := c.send(ctx, http.MethodPost, u, nil, 1<<20)
+	if err != nil {
+		return err
+	}
+	switch {
+	case status == http.StatusOK || status == http.StatusServiceUnavailable:
+		var id struct {
+			NodeID string `json:"node_id"`
+		}
+		if json.Unmarshal(data, &id) != nil || id.NodeID == "" || json.Unmarshal(data, rep) != nil {
+			return fmt.Errorf("%w: POST %s answered %d", ErrUnavailable, u, status)
+		}
+		return nil
+	case status >= 500:
+		return fmt.Errorf("%w: POST %s answered %d", ErrUnavailable, u, status)
+	default:
+		return refusal(status, data)
+	}
 }
 
 // Sessions lists a tenant's sessions.
@@ -202,45 +253,7 @@ type DrainReport struct {
 // with its report: Drained false, the report and no error. The Client's
 // HTTP timeout must exceed timeout.
 func (c *Client) Drain(ctx context.Context, adminAddr string, timeout time.Duration) (DrainReport, error) {
-	base := adminAddr
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
-	u := strings.TrimRight(base, "/") + "/admin/drain"
-	if timeout > 0 {
-		u += "?timeout=" + url.QueryEscape(timeout.String())
-	}
 	var rep DrainReport
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
-	if err != nil {
-		return rep, fmt.Errorf("nodeclient: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return rep, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return rep, fmt.Errorf("%w: read: %v", ErrUnavailable, err)
-	}
-	switch {
-	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusServiceUnavailable:
-		if err := json.Unmarshal(data, &rep); err != nil || rep.NodeID == "" {
-			return rep, fmt.Errorf("%w: POST %s answered %d", ErrUnavailable, u, resp.StatusCode)
-		}
-		return rep, nil
-	case resp.StatusCode >= 500:
-		return rep, fmt.Errorf("%w: POST %s answered %d", ErrUnavailable, u, resp.StatusCode)
-	default:
-		var e struct {
-			Error string `json:"error"`
-		}
-		_ = json.Unmarshal(data, &e)
-		if e.Error == "" {
-			e.Error = http.StatusText(resp.StatusCode)
-		}
-		return rep, &StatusError{Status: resp.StatusCode, Message: e.Error}
-	}
+	err := c.await(ctx, adminAddr, "/admin/drain", timeout, &rep)
+	return rep, err
 }

@@ -2,12 +2,6 @@ package nodeclient
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
-	"net/url"
-	"strings"
 	"time"
 )
 
@@ -41,45 +35,7 @@ type RebalanceReport struct {
 // with the report: Balanced false, the report and no error. The Client's
 // HTTP timeout must exceed timeout.
 func (c *Client) Rebalance(ctx context.Context, adminAddr string, timeout time.Duration) (RebalanceReport, error) {
-	base := adminAddr
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
-	u := strings.TrimRight(base, "/") + "/admin/rebalance"
-	if timeout > 0 {
-		u += "?timeout=" + url.QueryEscape(timeout.String())
-	}
 	var rep RebalanceReport
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
-	if err != nil {
-		return rep, fmt.Errorf("nodeclient: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return rep, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return rep, fmt.Errorf("%w: read: %v", ErrUnavailable, err)
-	}
-	switch {
-	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusServiceUnavailable:
-		if err := json.Unmarshal(data, &rep); err != nil || rep.NodeID == "" {
-			return rep, fmt.Errorf("%w: POST %s answered %d", ErrUnavailable, u, resp.StatusCode)
-		}
-		return rep, nil
-	case resp.StatusCode >= 500:
-		return rep, fmt.Errorf("%w: POST %s answered %d", ErrUnavailable, u, resp.StatusCode)
-	default:
-		var e struct {
-			Error string `json:"error"`
-		}
-		_ = json.Unmarshal(data, &e)
-		if e.Error == "" {
-			e.Error = http.StatusText(resp.StatusCode)
-		}
-		return rep, &StatusError{Status: resp.StatusCode, Message: e.Error}
-	}
+	err := c.await(ctx, adminAddr, "/admin/rebalance", timeout, &rep)
+	return rep, err
 }
