@@ -195,6 +195,9 @@ func runAgainst(ctx context.Context, cfg config, s scenario, kind brokerKind, tm
 // (nil for an external target) is measured before and after.
 func runScenario(ctx context.Context, cfg config, s scenario, p *process, addr string, env []string) *run {
 	args := append([]string{"-addr", addr, "-json", "-quiet"}, s.args...)
+	if s.rssPid && p != nil {
+		args = append(args, "-rss-pid", strconv.Itoa(p.cmd.Process.Pid))
+	}
 	r := &run{Scenario: s.id, Args: redact(args)}
 	if p != nil {
 		r.Before, _ = readUsage(p.cmd.Process.Pid)

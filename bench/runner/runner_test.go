@@ -231,7 +231,8 @@ func TestRunnerEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"| mosquitto | mochi | gateway | mosquitto/mochi | mosquitto/gateway |", "e2e p99 µs ↓",
-		"| held conns ↑ | 300 | 300 | 300 | 1.00× | 1.00× |", " / - |", "Through the gateway: column `gateway` is " + gw.addr} {
+		"| held conns ↑ | 300 | 300 | 300 | 1.00× | 1.00× |", "| RSS/conn held KiB ↓ |", "| RSS/conn peak KiB ↓ |",
+		" / - |", "Through the gateway: column `gateway` is " + gw.addr} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("table lacks %q:\n%s", want, md)
 		}
@@ -254,6 +255,12 @@ func TestRunnerEndToEnd(t *testing.T) {
 		external := r.Broker == "gateway"
 		if r.Report == nil || r.Exit != 0 || r.Crashed || (r.After.PeakRSSKiB <= 0) != external {
 			t.Errorf("run %s/%s: exit %d crashed %v error %q report %v", r.Scenario, r.Broker, r.Exit, r.Crashed, r.Error, r.Report != nil)
+			continue
+		}
+		// The RSS while held is read from the brokers the runner started
+		// (their pid goes to loadtest), not from the gateway.
+		if r.Scenario == "conn-300" && (len(r.Report.Levels) != 1 || (r.Report.Levels[0].HeldRSSKiB <= 0) != external) {
+			t.Errorf("run %s/%s: levels %+v, want the held RSS read from a broker the runner started", r.Scenario, r.Broker, r.Report.Levels)
 		}
 	}
 }

@@ -62,7 +62,8 @@ func writeTable(w io.Writer, res *results, scs []scenario) {
 	}
 	fmt.Fprint(w, "\n\n")
 	fmt.Fprintln(w, "Ratios are the first broker over each peer; ↑ means higher is better, ↓ lower. "+
-		"CPU is the broker's user+system seconds during the scenario; RSS is its peak (VmHWM). "+
+		"CPU is the broker's user+system seconds during the scenario; RSS is its peak (VmHWM), "+
+		"except in `RSS/conn held`, the broker's VmRSS at the end of the hold, before the PINGREQ check. "+
 		"On shared cores a broker with more runnable threads takes a larger share of the machine, "+
 		"so read the rates beside the per-CPU-second rows. "+
 		"✗ marks a run that failed its checks (see the notes).")

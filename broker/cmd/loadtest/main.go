@@ -106,6 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (cfg loadgen.Config, asJSON, qu
 		}
 		return nil
 	})
+	fs.IntVar(&cfg.RSSPid, "rss-pid", 0, "conn: `pid` of the broker (on this machine) whose VmRSS is read at the end of each hold, before the PINGREQ check (held_rss_kib)")
 	fs.Float64Var(&cfg.MaxConnFailPct, "max-conn-fail", cfg.MaxConnFailPct, "conn: failures per level, in percent, above which the run fails")
 	fs.IntVar(&cfg.Pubs, "pubs", cfg.Pubs, "publishers")
 	fs.IntVar(&cfg.Subs, "subs", cfg.Subs, "subscribers (-1: pub mode 1 at QoS 0 and 0 otherwise, pubsub 1)")

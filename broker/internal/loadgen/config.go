@@ -55,6 +55,11 @@ type Config struct {
 	// 127.0.0.x of them hold more connections to one broker port than
 	// one address can. Empty: the kernel's choice.
 	SourceAddrs []netip.Addr
+	// RSSPid is a process on this machine, the broker under test, whose
+	// resident memory (VmRSS) is read at the end of each level's hold,
+	// before the PINGREQ check wakes every connection
+	// (LevelReport.HeldRSSKiB); 0 reads none.
+	RSSPid int
 
 	// pub and pubsub modes
 	Pubs, Subs  int // Subs < 0 means the mode's default
@@ -129,6 +134,9 @@ func (c *Config) Validate(ctx context.Context) error {
 		}
 		if c.DialConcurrency < 1 || c.DialConcurrency > 10_000 {
 			bad("-dial-concurrency %d: must be 1..10000", c.DialConcurrency)
+		}
+		if c.RSSPid < 0 {
+			bad("-rss-pid %d: a process id, or 0 for none", c.RSSPid)
 		}
 		if c.MaxConnFailPct < 0 || c.MaxConnFailPct > 100 {
 			bad("-max-conn-fail %v: must be 0..100 (percent)", c.MaxConnFailPct)

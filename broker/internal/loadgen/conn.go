@@ -76,6 +76,14 @@ func runConn(ctx context.Context, cfg *Config, d *dialer, runID string, progress
 		case <-time.After(cfg.Hold):
 		case <-ctx.Done():
 		}
+		if cfg.RSSPid > 0 {
+			// What the held connections cost, before the pings wake them.
+			if kib, err := residentKiB(cfg.RSSPid); err == nil {
+				lr.HeldRSSKiB = kib
+			} else if progress != nil {
+				fmt.Fprintf(progress, "level %d: reading -rss-pid %d: %v\n", target, cfg.RSSPid, err)
+			}
+		}
 		alive := make([]bool, len(held))
 		_ = parallelAll(ctx, len(held), cfg.DialConcurrency, func(i int) {
 			if err := held[i].ping(pingTimeout); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -146,13 +147,15 @@ func TestTransports(t *testing.T) {
 }
 
 // TestConnLevels holds two levels against mosquitto and checks every
-// session answered PINGREQ.
+// session answered PINGREQ, and that -rss-pid's resident memory was read
+// during each hold (this test's own process stands in for the broker).
 func TestConnLevels(t *testing.T) {
 	addr := startMosquitto(t)
 	cfg := testConfig(addr, ModeConn)
 	cfg.Levels = []int{20, 150}
 	cfg.Hold = 50 * time.Millisecond
 	cfg.DialConcurrency = 25
+	cfg.RSSPid = os.Getpid()
 	r := runOK(t, cfg)
 	if len(r.Levels) != 2 {
 		t.Fatalf("levels %+v", r.Levels)
@@ -161,6 +164,9 @@ func TestConnLevels(t *testing.T) {
 		l := r.Levels[i]
 		if l.Target != want || l.Held != want || l.Failed != 0 || l.Connect == nil {
 			t.Errorf("level %d: %+v, want %d held", i, l, want)
+		}
+		if l.HeldRSSKiB <= 0 {
+			t.Errorf("level %d: held RSS %d KiB, want -rss-pid's VmRSS", i, l.HeldRSSKiB)
 		}
 	}
 	if r.Levels[1].Connect.Count != 130 {

@@ -72,6 +72,9 @@ type LevelReport struct {
 	Reasons     map[string]int `json:"reasons,omitempty"`
 	DialSeconds float64        `json:"dial_seconds"`
 	Connect     *Latency       `json:"connect,omitempty"` // dial to CONNACK
+	// HeldRSSKiB is Config.RSSPid's VmRSS at the end of the hold, before
+	// the PINGREQ check; 0 when not read.
+	HeldRSSKiB int64 `json:"held_rss_kib,omitempty"`
 }
 
 // SubReport is one subscriber's accounting.

@@ -140,7 +140,7 @@ func (s *Shard) serve(nc net.Conn, info ConnInfo, p Poller, done func()) {
 	s.conns[c] = false
 	s.mu.Unlock()
 	c.rd.Reset(c.w.raw.reader(nc)) // ready bytes read with RawSyscall (rawio_linux.go)
-	c.rd.Use(s.readBufs.Get().(*[readBufSize]byte)[:])
+	c.rd.Use(s.getReadBuf()[:])
 	present, ok := c.handshake()
 	if !ok {
 		c.end() // nobody waits for a connection without a session

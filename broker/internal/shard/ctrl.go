@@ -28,6 +28,7 @@ func (c *conn) wakeChan() chan struct{} {
 // after writerIdle without work, so an idle connection costs no writer.
 func (c *conn) startWriter() {
 	if c.writing.CompareAndSwap(false, true) {
+		c.shard.opts.probe.writer()
 		go c.writeLoop()
 	}
 }

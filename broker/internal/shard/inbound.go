@@ -39,6 +39,9 @@ type inbound struct {
 	// the read buffer; nil again once its packet is handled.
 	body    *msgBuf
 	bodyLen int
+	// small is the read buffer of a reader woken for a few small
+	// packets (wakeinput.go), so that a PINGREQ takes no 4 KiB buffer.
+	small [smallReadBufSize]byte
 }
 
 // outbox returns the reader's outbox, in its scratch.
@@ -56,7 +59,18 @@ func (c *conn) takeReadBuf() {
 			return
 		}
 	}
-	c.rd.Use(s.readBufs.Get().(*[readBufSize]byte)[:])
+	c.rd.Use(s.getReadBuf()[:])
+}
+
+// getReadBuf takes a pooled read buffer; putReadBuf gives one back.
+func (s *Shard) getReadBuf() *[readBufSize]byte {
+	s.opts.probe.readBuf(1)
+	return s.readBufs.Get().(*[readBufSize]byte)
+}
+
+func (s *Shard) putReadBuf(b *[readBufSize]byte) {
+	s.opts.probe.readBuf(-1)
+	s.readBufs.Put(b)
 }
 
 // bigBuf holds a read buffer grown past readBufSize for Shard.bigBufs; a
@@ -67,16 +81,20 @@ type bigBuf struct{ b []byte }
 // maxPooledReadBuf bounds the grown buffers worth keeping.
 const maxPooledReadBuf = 1 << 20
 
-// releaseInput gives back the read buffer, when nothing is buffered in
-// it, and the scratch.
+// releaseInput gives back the read buffer and the scratch. Nothing may
+// be buffered in the reader (idle waits only then; end discards it
+// first): the read buffer may be the scratch's own small one.
 func (c *conn) releaseInput() {
 	s := c.shard
 	b := c.rd.Release()
-	c.readsBig = len(b) > readBufSize
+	if b != nil && len(b) != smallReadBufSize {
+		// A burst of small packets says nothing about the next big one.
+		c.readsBig = len(b) > readBufSize
+	}
 	s.poison(b)
 	switch {
 	case len(b) == readBufSize:
-		s.readBufs.Put((*[readBufSize]byte)(b))
+		s.putReadBuf((*[readBufSize]byte)(b))
 	case len(b) > readBufSize && len(b) <= maxPooledReadBuf:
 		h := c.big
 		if h == nil {

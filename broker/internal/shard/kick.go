@@ -21,12 +21,31 @@ func (c *conn) fail(reason packet.ReasonCode, err error) {
 // 3.1.1 client), stops further PUBLISH output and input, and lets the
 // writer flush and half-close the socket (shutWrite). The first reason
 // wins.
+//
+// A parked reader is resumed to end, and then flushes and half-closes on
+// its own goroutine (finish, closeOutput); only a running reader's
+// connection needs its writer woken for that.
 func (c *conn) kick(reason packet.ReasonCode) {
+	if !c.stop(reason, true) {
+		return
+	}
+	if !c.wakeParked() {
+		c.wakeWriter() // it flushes the last packets and half-closes the socket
+	}
+}
+
+// stop is kick without a wake-up, for the reader itself (readFailed,
+// finish), whose end then flushes and half-closes (closeOutput): it marks
+// the connection closing with reason (the first wins, reported by
+// true), queues the DISCONNECT and stops input. killTimer arms the timer
+// that closes a socket whose final flush hangs; closeOutput arms it when
+// it hands the flush to a writer.
+func (c *conn) stop(reason packet.ReasonCode, killTimer bool) bool {
 	sess := c.sess // set by attach before anyone can reach c
 	sess.mu.Lock()
 	if c.closing {
 		sess.mu.Unlock()
-		return
+		return false
 	}
 	c.closing = true
 	c.kickReason = reason
@@ -40,15 +59,24 @@ func (c *conn) kick(reason packet.ReasonCode) {
 			c.ctrl, _ = d.Append(c.ctrl, packet.Version5)
 		}
 	}
-	c.killTimer = time.AfterFunc(closeFlushTimeout, func() { _ = c.nc.Close() })
+	if killTimer {
+		c.armKillTimerLocked()
+	}
 	sess.mu.Unlock()
 	// The reader handles no more input: from now on it only drains it
 	// (linger.go), so a client that does not read is not left blocked in
 	// its writes while the final packets wait for it to read.
 	c.kicked.Store(true)
 	_ = c.nc.SetReadDeadline(time.Now())
-	c.wakeParked() // a parked reader resumes to end
-	c.wakeWriter() // it flushes the last packets and half-closes the socket
+	return true
+}
+
+// armKillTimerLocked starts the timer that closes the socket if the
+// final flush hangs, unless it runs; sess.mu is held.
+func (c *conn) armKillTimerLocked() {
+	if c.killTimer == nil {
+		c.killTimer = time.AfterFunc(closeFlushTimeout, func() { _ = c.nc.Close() })
+	}
 }
 
 func (c *conn) stopKillTimer() {

@@ -50,10 +50,10 @@ func (c *conn) shutWrite() {
 // passed.
 func (c *conn) drainInput(end time.Time, flushed bool) bool {
 	s := c.shard
-	buf := s.readBufs.Get().(*[readBufSize]byte)
+	buf := s.getReadBuf()
 	defer func() {
 		s.poison(buf[:])
-		s.readBufs.Put(buf)
+		s.putReadBuf(buf)
 	}()
 	for {
 		if !flushed && c.flushed.Load() {

@@ -113,6 +113,9 @@ type Options struct {
 	// poisonFreed overwrites every buffer given back to a pool (poison.go):
 	// a test hook that turns a use after release into a wrong payload.
 	poisonFreed bool
+	// probe counts what woken connections hold at once (probe.go): a
+	// test hook.
+	probe *probe
 }
 
 // Defaults.

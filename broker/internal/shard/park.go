@@ -21,6 +21,13 @@ type Poller interface {
 // one gives its goroutine back this soon.
 const parkAfter = 20 * time.Millisecond
 
+// What a reader resumed from its park has handled (parking.woke).
+const (
+	wokeNot   uint8 = iota // not resumed, or it handled more than PINGREQs since
+	wokeFresh              // resumed, nothing handled yet
+	wokePings              // resumed, PINGREQs handled and nothing else
+)
+
 // The reader's states (conn.pstate).
 const (
 	readerRunning uint32 = iota // a goroutine runs the read loop
@@ -43,10 +50,14 @@ type parking struct {
 	fails atomic.Uint32 // failed armings
 	// due is when the keep alive runs out (Unix nanoseconds) while
 	// parked; 0 none.
-	due      atomic.Int64
-	timer    *time.Timer // fires at due; made when the connection can park
-	expired  bool        // set by the timer's wake-up for the resumed loop
-	resumeFn func()      // c.resume
+	due     atomic.Int64
+	timer   *time.Timer // fires at due; made when the connection can park
+	expired bool        // set by the timer's wake-up for the resumed loop
+	// woke is wokeFresh once the reader resumes from its park, wokePings
+	// once it has handled PINGREQs and nothing else since (idle);
+	// reader-owned.
+	woke     uint8
+	resumeFn func() // c.resume
 	armFn    func(fd uintptr)
 }
 
@@ -76,25 +87,38 @@ func (c *conn) parks() bool { return c.park.key != 0 }
 // idle waits for the client's next packet holding no buffer or scratch.
 // A connection that can park waits at most parkAfter on its goroutine and
 // then reports park: it holds no buffer and its loop should park. Else it
-// takes its buffers back and reports the wait's error (the read deadline,
-// a closed socket), which the next read meets too.
+// takes a buffer fit for what came (takeInputBuf: none for the end of
+// the stream) and reports the wait's error (the read deadline, a closed
+// socket, the end of the stream), which ends the loop.
+//
+// A reader woken from its park that has handled nothing but PINGREQs
+// (park.woke) parks again at once: a device that pings now and then
+// is not busy, and waiting parkAfter on a goroutine is what a fleet
+// pinging at once would pay for with thousands of stacks.
 func (c *conn) idle(start time.Time) (park bool, err error) {
 	c.releaseInput()
 	if !c.parks() {
-		err = c.w.raw.waitReadable()
-		c.takeReadBuf()
-		return false, err
+		if err = c.w.raw.waitReadable(); err != nil {
+			c.takeReadBuf()
+			return false, err
+		}
+		return false, c.takeInputBuf()
 	}
-	_ = c.nc.SetReadDeadline(start.Add(parkAfter))
+	wait := parkAfter
+	if c.park.woke == wokePings {
+		wait = 0 // a deadline already passed: park unless input is there (parkReader's arming sees it then)
+	}
+	_ = c.nc.SetReadDeadline(start.Add(wait))
 	err = c.w.raw.waitReadable()
 	if os.IsTimeout(err) && !c.kicked.Load() {
 		return true, nil
 	}
-	if err == nil {
-		c.setReadDeadline(start)
+	if err != nil {
+		c.takeReadBuf()
+		return false, err
 	}
-	c.takeReadBuf()
-	return false, err
+	c.setReadDeadline(start)
+	return false, c.takeInputBuf()
 }
 
 // setReadDeadline sets the keep-alive read deadline [MQTT-3.1.2-22]
@@ -183,11 +207,15 @@ func (c *conn) keepAliveDue() {
 	}
 }
 
-// resume runs a woken reader: it takes a read buffer and goes on with
-// the read loop where it parked.
+// resume runs a woken reader: it goes on with the read loop where it
+// parked, which peeks at what woke it before it takes a buffer for it
+// (idle, wakeinput.go).
 func (c *conn) resume() {
-	c.takeReadBuf()
+	p := c.shard.opts.probe
+	p.reader(1)
+	c.park.woke = wokeFresh
 	c.loop()
+	p.reader(-1)
 }
 
 // unwatch ends the connection's parking at its end: no wake-up reaches

@@ -28,12 +28,14 @@ type rawIO struct {
 	errno syscall.Errno
 	// The reader's, apart from the writers' n and errno (writes are
 	// under the connection's write lock, reads on its reader alone).
-	rbuf    []byte // tryRead's destination, only during the call
-	rn      int
-	rerrno  syscall.Errno
-	writeFn func(fd uintptr) bool
-	peekFn  func(fd uintptr) bool
-	readFn  func(fd uintptr) bool
+	rbuf     []byte // tryRead's destination, only during the call
+	rn       int
+	rerrno   syscall.Errno
+	inputErr syscall.Errno // waitReadable's: the error it peeked, 0 end of stream
+	input    inputKind     // what waitReadable found waiting
+	writeFn  func(fd uintptr) bool
+	peekFn   func(fd uintptr) bool
+	readFn   func(fd uintptr) bool
 }
 
 func newRawIO(rc syscall.RawConn) *rawIO {
@@ -79,14 +81,28 @@ func (r *rawIO) writev(fd uintptr) bool {
 }
 
 // waitReadable blocks until the socket has input (or end of stream, or
-// an error) without reading it, honouring the read deadline.
+// an error) without reading it, honouring the read deadline. It then
+// says what waits (r.input): the end of the stream or an error, a few
+// small whole packets, or more.
 func (r *rawIO) waitReadable() error { return r.rc.Read(r.peekFn) }
 
 func (r *rawIO) peek(fd uintptr) bool {
-	var b byte
-	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b)), 1,
+	var b [smallReadBufSize]byte // on the stack: the peek allocates nothing
+	n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)),
 		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-	return e != syscall.EAGAIN // anything but "nothing yet" is for the read to report
+	switch {
+	case e == syscall.EAGAIN:
+		return false // nothing yet: wait in the netpoller
+	case e == syscall.EINTR:
+		r.input = inputMore // the read sorts it out
+	case e != 0:
+		r.input, r.inputErr = inputEnd, e // a reset: the read would fail too
+	case n == 0:
+		r.input, r.inputErr = inputEnd, 0 // end of stream
+	default:
+		r.input = classifyInput(b[:n], int(n) < len(b))
+	}
+	return true
 }
 
 // tryRead reads what the socket holds into p without waiting: 0 when it

@@ -11,7 +11,10 @@ import (
 
 // rawIO is Linux only: elsewhere every batch goes to the writer and idle
 // connections keep their buffers (newRawIO returns nil).
-type rawIO struct{}
+type rawIO struct {
+	input    inputKind
+	inputErr syscall.Errno
+}
 
 func newRawIO(syscall.RawConn) *rawIO { return nil }
 

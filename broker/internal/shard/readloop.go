@@ -73,6 +73,12 @@ func (c *conn) readPackets() (sendWill, drain, parked bool) {
 			return true, c.readFailed(err), false
 		}
 		c.scratch().out.packets++
+		switch {
+		case fh.Type != packet.TypePingreq:
+			c.park.woke = wokeNot // a conversation, maybe: wait parkAfter before parking (idle)
+		case c.park.woke == wokeFresh:
+			c.park.woke = wokePings
+		}
 		s.stats.bytesIn.Add(uint64(fh.Size())) // the whole packet: fixed header and body
 		c.info.Traffic.addBytesIn(uint64(fh.Size()))
 		err = c.handle(fh, body)
@@ -104,7 +110,12 @@ func (c *conn) readFailed(err error) (drain bool) {
 		return true // kick interrupted the read; its reason stands
 	}
 	reason := readErrorReason(err)
-	c.fail(reason, err)
+	if reason != reasonNone {
+		c.debug("closing connection", "reason", reason, "err", err)
+	}
+	// No wake-up: the reader's end flushes the DISCONNECT and closes
+	// (finish, closeOutput), with no writer goroutine for a peer gone.
+	c.stop(reason, false)
 	return reason != reasonNone && reason != packet.ErrKeepAliveTimeout
 }
 
