@@ -10,11 +10,13 @@ import (
 )
 
 // faultFS wraps the real filesystem and injects faults into .wal files:
-// short writes and fsync errors. It also counts writes and fsyncs.
+// short writes and fsync errors. It also counts writes, fsyncs and reads
+// of .wal files.
 type faultFS struct {
 	OSFS
 	writes atomic.Int64
 	syncs  atomic.Int64
+	reads  atomic.Int64 // ReadAt calls on .wal files
 
 	mu         sync.Mutex
 	shortWrite int   // fail the next n writes after writing half
@@ -67,6 +69,13 @@ type faultFile struct {
 
 // OSFile exposes the real file for mmap and sendfile.
 func (f *faultFile) OSFile() *os.File { return f.File }
+
+func (f *faultFile) ReadAt(p []byte, off int64) (int, error) {
+	if f.wal {
+		f.fs.reads.Add(1)
+	}
+	return f.File.ReadAt(p, off)
+}
 
 func (f *faultFile) Write(p []byte) (int, error) {
 	f.fs.writes.Add(1)

@@ -118,8 +118,10 @@ func (s *segment) corruption(pos int64, err error) error {
 }
 
 // openSealed opens a sealed (not tail) segment: its index is mapped and
-// checked against the .wal, or rebuilt by a full verified scan.
-func openSealed(o *Options, base uint64, path string) (*segment, error) {
+// checked against the .wal, or rebuilt by a full verified scan. vbuf is
+// the read buffer of the check, grown as needed and shared by the segments
+// of one Open.
+func openSealed(o *Options, base uint64, path string, vbuf *[]byte) (*segment, error) {
 	f, err := o.FS.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
@@ -134,7 +136,7 @@ func openSealed(o *Options, base uint64, path string) (*segment, error) {
 	s.size.Store(size)
 	s.sealed.Store(true)
 	var sc scanner
-	if err := s.useIndex(o, &sc, size); err == nil {
+	if err := s.useIndex(o, &sc, size, vbuf); err == nil {
 		return s, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
 		o.Logger.Warn("wal: rebuilding index", slog.String("segment", path), slog.Any("err", err))
@@ -155,7 +157,7 @@ func openSealed(o *Options, base uint64, path string) (*segment, error) {
 
 // useIndex maps the .idx and verifies every entry against the record
 // header it points at, then scans from the last entry to the end.
-func (s *segment) useIndex(o *Options, sc *scanner, size int64) error {
+func (s *segment) useIndex(o *Options, sc *scanner, size int64, vbuf *[]byte) error {
 	idx, err := loadIndex(o.FS, indexPath(s.path))
 	if err != nil {
 		return err
@@ -167,15 +169,11 @@ func (s *segment) useIndex(o *Options, sc *scanner, size int64) error {
 	if idx.len() == 0 {
 		return fmt.Errorf("%w: empty", errIndex)
 	}
-	var hb [HeaderSize]byte
-	for i := range idx.len() {
-		off, pos := idx.entry(i)
-		if _, err := s.f.ReadAt(hb[:], pos); err != nil {
-			return fmt.Errorf("%w: entry %d: %v", errIndex, i, err)
-		}
-		if h := decodeHeader(hb[:]); h.magic != Magic || h.offset != off {
-			return fmt.Errorf("%w: entry %d does not point at offset %d", errIndex, i, off)
-		}
+	if n := min(verifyBufSize, size); int64(len(*vbuf)) < n {
+		*vbuf = make([]byte, n)
+	}
+	if err := idx.verify(s.f, *vbuf); err != nil {
+		return err
 	}
 	lastOff, lastPos := idx.entry(idx.len() - 1)
 	first := s.idx
