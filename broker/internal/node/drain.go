@@ -95,13 +95,7 @@ func (r *replicas) ledHere() []string {
 // movable, those a node that does not drain and holds no replica of it
 // could take, or with a voter more than their factor; kept, the others.
 func (r *replicas) votingHere() (movable, kept []string) {
-	r.mu.Lock()
-	list := make([]*replGroup, 0, len(r.groups))
-	for _, rg := range r.groups {
-		list = append(list, rg)
-	}
-	r.mu.Unlock()
-	for _, rg := range list {
+	for _, rg := range r.groupList(nil) {
 		voters := rg.g.Members().Voters
 		if !slices.Contains(voters, r.self) {
 			continue
@@ -265,8 +259,14 @@ func (n *Node) handleDrain(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	rep := repl.drain(ctx, moveReplicas)
+	writeOutcome(w, rep.Drained, rep)
+}
+
+// writeOutcome answers a call that waits for the cluster (drain,
+// rebalance): 200 with rep when done, else 503 with Retry-After.
+func writeOutcome(w http.ResponseWriter, done bool, rep any) {
 	status := http.StatusOK
-	if !rep.Drained {
+	if !done {
 		status = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", strconv.Itoa(int(handOffEvery.Seconds())))
 	}

@@ -50,17 +50,11 @@ func (c raftCollector) Collect(ch chan<- prometheus.Metric) {
 	_, behind, _, _ := r.readiness()
 	ch <- prometheus.MustNewConstMetric(descNodeReady, prometheus.GaugeValue, b2f(ready && behind == 0))
 
-	r.mu.Lock()
-	gs := make([]*replica.Group, 0, len(r.groups))
-	for _, rg := range r.groups {
-		gs = append(gs, rg.g)
-	}
-	r.mu.Unlock()
 	var roles [4]int
 	var noLeader, pending int
 	var lag, applyLag uint64
-	for _, g := range gs {
-		s := g.Status()
+	for _, rg := range r.groupList(nil) {
+		s := rg.g.Status()
 		roles[s.Role]++
 		if s.Leader == 0 && s.Role != replica.RoleNone {
 			noLeader++

@@ -63,12 +63,7 @@ func caughtUp(p replica.Progress) bool {
 // readiness counts the groups held here, those not caught up, and among
 // them those this node does not vote in.
 func (r *replicas) readiness() (groups, behind, notVoting int, maxLag uint64) {
-	r.mu.Lock()
-	list := make([]*replGroup, 0, len(r.groups))
-	for _, rg := range r.groups {
-		list = append(list, rg)
-	}
-	r.mu.Unlock()
+	list := r.groupList(nil)
 	for _, rg := range list {
 		p := rg.g.Progress()
 		maxLag = max(maxLag, p.Lag())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -161,12 +160,7 @@ func (n *Node) handleRebalance(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	rep := repl.rebalance(ctx)
-	status := http.StatusOK
-	if !rep.Balanced {
-		status = http.StatusServiceUnavailable
-		w.Header().Set("Retry-After", strconv.Itoa(int(handOffEvery.Seconds())))
-	}
-	writeJSON(w, status, rep)
+	writeOutcome(w, rep.Balanced, rep)
 }
 
 // handleRebalanceAbort serves DELETE /admin/rebalance: this node asks no

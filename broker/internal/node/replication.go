@@ -121,6 +121,17 @@ type replGroup struct {
 	recorded [2]uint64
 }
 
+// groupList appends the groups open on this node to dst, so that a loop
+// over them holds no lock.
+func (r *replicas) groupList(dst []*replGroup) []*replGroup {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rg := range r.groups {
+		dst = append(dst, rg)
+	}
+	return dst
+}
+
 // startReplication brings up the peer transport and the groups of the
 // tenants this node holds a replica of.
 func (n *Node) startReplication(ctx context.Context) error {
@@ -304,12 +315,7 @@ func (r *replicas) leadLoop() {
 				cancel()
 			}
 		}
-		r.mu.Lock()
-		list = list[:0]
-		for _, rg := range r.groups {
-			list = append(list, rg)
-		}
-		r.mu.Unlock()
+		list = r.groupList(list[:0])
 		budget := max(1, int(drainPerSecond*every/time.Second)) // leadership transfers this tick
 		now := time.Now()
 		for _, rg := range list {

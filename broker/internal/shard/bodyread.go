@@ -122,13 +122,7 @@ func (p *msgPool) inPlace(b *msgBuf, n int, pk *packet.Publish, topicName []byte
 	if !inBody {
 		topicName = append(b.b[n:n], topicName...)
 	}
-	var ups []packet.UserProperty
-	if len(pk.Props.UserProperties) > 0 {
-		ups = make([]packet.UserProperty, 0, len(pk.Props.UserProperties))
-	}
-	m := new(message)
-	m.buf = b
-	m.refs.Store(1)
+	m, ups := pooledMessage(b, pk)
 	m.fill(keepBytes, ups, pk, topicName, now, publisher)
 	m.regions[0] = b.b[end:len(b.b):len(b.b)]
 	m.nreg = 1

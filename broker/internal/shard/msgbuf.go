@@ -124,15 +124,21 @@ func (p *msgPool) newMessage(pk *packet.Publish, topicName []byte, now time.Time
 	if b == nil {
 		return newMessage(pk, topicName, now, publisher)
 	}
+	m, ups := pooledMessage(b, pk)
+	m.build(b.b[:0], ups, pk, topicName, now, publisher)
+	return m
+}
+
+// pooledMessage returns a message in b holding one reference (the
+// caller's), not filled yet, and room for pk's user properties.
+func pooledMessage(b *msgBuf, pk *packet.Publish) (*message, []packet.UserProperty) {
 	var ups []packet.UserProperty
 	if len(pk.Props.UserProperties) > 0 {
 		ups = make([]packet.UserProperty, 0, len(pk.Props.UserProperties))
 	}
-	m := new(message)
-	m.buf = b
+	m := &message{buf: b}
 	m.refs.Store(1)
-	m.build(b.b[:0], ups, pk, topicName, now, publisher)
-	return m
+	return m, ups
 }
 
 // ref takes one more reference to a pooled message; nothing for others.

@@ -75,9 +75,7 @@ func (c *conn) closeOutput() {
 		done := c.flushFinalLocked()
 		c.w.mu.Unlock()
 		if done {
-			c.shutWrite() // the reader closes the socket (linger.go)
-			c.flushed.Store(true)
-			c.writerDone.Done()
+			c.writerFinished()
 			return
 		}
 		c.writing.Store(false) // the rest is the writer's

@@ -99,6 +99,14 @@ func (c *conn) writeVecs() (int64, error) {
 	return int64(n), err
 }
 
+// writerFinished ends the writer's role once the last packets are out:
+// the write side is shut (the reader closes the socket, linger.go).
+func (c *conn) writerFinished() {
+	c.shutWrite()
+	c.flushed.Store(true)
+	c.writerDone.Done()
+}
+
 // writeLoop is the connection's writer goroutine (at most one runs,
 // startWriter). It sleeps until woken, gathers control packets and queued
 // deliveries into one batch under the session lock, writes the batch with
@@ -119,9 +127,7 @@ func (c *conn) writeLoop() {
 		}
 		c.w.mu.Unlock()
 		if done {
-			c.shutWrite() // the reader closes the socket (linger.go)
-			c.flushed.Store(true)
-			c.writerDone.Done()
+			c.writerFinished()
 			return
 		}
 		idle.Reset(writerIdle)

@@ -177,6 +177,18 @@ func (g *Gateway) fromBalancer(c net.Conn, start time.Time) (net.Addr, bool) {
 // headers now, the per-source limits once its header has named the
 // device, in c's own goroutine.
 func (g *Gateway) acceptFromBalancer(c net.Conn, tlsConf *tls.Config, start time.Time) {
+	g.viaBalancer(c, start, func(s *session, from net.Addr, pend *pendingSlot) {
+		s.remote = from
+		g.serve(s, c, tlsConf, start, pend)
+	})
+}
+
+// viaBalancer admits c, accepted at start from a listed balancer, under
+// the global accept rate and the cap of waiting headers, tracks it, and in
+// c's own goroutine reads its header and admits the device it names under
+// the per-source limits, then calls then; c is closed on every refusal.
+// The tracking ends when then returns.
+func (g *Gateway) viaBalancer(c net.Conn, start time.Time, then func(s *session, from net.Addr, pend *pendingSlot)) {
 	if !g.admitBalancer(c, start) {
 		return
 	}
@@ -197,8 +209,7 @@ func (g *Gateway) acceptFromBalancer(c net.Conn, tlsConf *tls.Config, start time
 		if !ok {
 			return
 		}
-		s.remote = from
-		g.serve(s, c, tlsConf, start, pend)
+		then(s, from, pend)
 	}()
 }
 
@@ -284,28 +295,10 @@ func (l *balancerListener) run() {
 			}
 			continue
 		}
-		if !g.admitBalancer(c, start) {
-			continue
-		}
-		s := &session{client: c}
-		if !g.track(s) {
-			g.waits.release()
-			c.Close()
-			continue
-		}
-		go func() {
-			defer g.untrack(s) // from here http.Server owns c, and serveWS tracks it
-			from, ok := g.fromBalancer(c, start)
-			if !ok {
-				c.Close()
-				return
-			}
-			slot, ok := g.admitSource(c, from, time.Now())
-			if !ok {
-				return
-			}
+		// Once handed over, http.Server owns c and serveWS tracks it.
+		g.viaBalancer(c, start, func(_ *session, from net.Addr, slot *pendingSlot) {
 			l.hand(accepted{c: withSlot(&balancedConn{Conn: c, remote: from}, slot)})
-		}()
+		})
 	}
 }
 
