@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"berth.dev/testenv"
 )
@@ -49,6 +50,12 @@ func TestMetrics(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("with the token: %d %s", code, body)
 	}
+	// A delivery is counted once its write returns, which may be after
+	// the subscriber has read it.
+	poll(t, 5*time.Second, "the fourth delivery counted", func() bool {
+		_, body = scrape(testToken)
+		return strings.Contains(body, "\nberth_node_messages_out_total 4\n")
+	})
 	for _, line := range []string{
 		"berth_node_connections 2",
 		"berth_node_open_shards 1",
