@@ -24,7 +24,10 @@ import (
 //     connection's whole life: two pipes, four descriptors, per idle
 //     device.
 //
-// (issue 19, target 4; measured in bench/README.md.)
+// (issue 19, target 4; measured in bench/README.md, which also says why
+// an in-kernel sockmap redirect was tried and not used: no backpressure,
+// bytes stranded before insertion, end of stream ahead of the data, and
+// no faster.)
 
 // spliceMax is how much one splice asks to move into the pipe; the kernel
 // moves at most what the pipe holds (64 KiB by default).
