@@ -4,6 +4,16 @@
 // tenant_placement when there is one (a replicated tenant, issue #17),
 // tenants.node_id otherwise; nodes.mqtt_addr gives its address.
 //
+// Only a live node (nodes.heartbeat_at within Options.LiveWindow) is
+// preferred: a placement row naming a node that stopped (a graceful stop
+// ages its heartbeat at once) or died does not beat a live node that can
+// serve the tenant. The choice is the first live one of the recorded
+// leader, tenants.node_id and the recorded replicas, in that order; when
+// none is live, the leader, else tenants.node_id, as if liveness were not
+// looked at. A live node that does not lead a replicated tenant answers
+// CONNACK 0x9C and the gateway re-reads the route (docs/replication.md,
+// "Placement in Postgres and the gateway").
+//
 // Answers are cached. LISTEN berth_placement (a tenant moved, its leader
 // changed, or it was deleted) and berth_quotas (its quotas changed) drop the
 // tenant's entry; a reconnect of the listener drops them all. Entries also
@@ -49,29 +59,47 @@ type Route struct {
 	Slug     string
 	NodeID   string
 	NodeAddr string // host:port of the node's internal MQTT listener
-	// Epoch is the recorded Raft term of NodeID's leadership, 0 when the
-	// tenant has no placement row (routed by tenants.node_id).
+	// Epoch is the epoch of the tenant's placement row (the Raft term its
+	// recorded leader was elected in), 0 when it has none (routed by
+	// tenants.node_id). NodeID is that leader unless the leader is not
+	// live (see the package comment).
 	Epoch uint64
 	// MaxConnections is quotas.max_connections, or -1 when the tenant has
 	// no quotas row (the gateway then applies its default).
 	MaxConnections int
 }
 
-const query = `SELECT t.slug, coalesce(p.leader, t.node_id, ''), coalesce(n.mqtt_addr, ''), coalesce(q.max_connections, -1),
+// query picks the node: candidates ranked leader (1), tenants.node_id (2),
+// replicas (3...); the first live one, else the first of ranks 1 and 2 with
+// a nodes row (the choice before liveness counted). $2 is the live window
+// in seconds.
+const query = `SELECT t.slug, coalesce(c.id, ''), coalesce(c.mqtt_addr, ''), coalesce(q.max_connections, -1),
 	coalesce(p.epoch, 0)
 FROM tenants t
 LEFT JOIN tenant_placement p ON p.tenant_id = t.id
-LEFT JOIN nodes n ON n.id = coalesce(p.leader, t.node_id)
 LEFT JOIN quotas q ON q.tenant_id = t.id
+LEFT JOIN LATERAL (
+	SELECT n.id, n.mqtt_addr
+	FROM unnest(ARRAY[p.leader, t.node_id] || coalesce(p.replicas, '{}'::text[])) WITH ORDINALITY AS k(id, rank)
+	JOIN nodes n ON n.id = k.id
+	CROSS JOIN LATERAL (SELECT n.heartbeat_at > now() - make_interval(secs => $2)) AS l(live)
+	WHERE l.live OR k.rank <= 2
+	ORDER BY l.live DESC, k.rank
+	LIMIT 1
+) c ON true
 WHERE t.id = $1`
 
 // Options configures a Table.
 type Options struct {
 	TTL         time.Duration // positive entries; 1 min
 	NegativeTTL time.Duration // ErrNoTenant / ErrNotPlaced entries; 5 s
-	Logger      *slog.Logger
-	RetryMin    time.Duration // listener reconnect delay; see pglisten
-	Now         func() time.Time
+	// LiveWindow is how recent a node's heartbeat must be for it to count
+	// as live (nodes.heartbeat_at; nodes heartbeat every 10 s); 30 s, as
+	// the API's placement counts it.
+	LiveWindow time.Duration
+	Logger     *slog.Logger
+	RetryMin   time.Duration // listener reconnect delay; see pglisten
+	Now        func() time.Time
 }
 
 // Table is the cached tenant -> route map. New, Start, Shutdown.
@@ -121,6 +149,9 @@ func New(pool *pgxpool.Pool, opt Options) *Table {
 	}
 	if opt.NegativeTTL <= 0 {
 		opt.NegativeTTL = 5 * time.Second
+	}
+	if opt.LiveWindow <= 0 {
+		opt.LiveWindow = 30 * time.Second
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
@@ -210,7 +241,7 @@ func (t *Table) Refresh(ctx context.Context, tenantID string) (Route, error) {
 func (t *Table) query(ctx context.Context, tenantID string, now time.Time, p *pending) (Route, error) {
 	r := Route{TenantID: tenantID}
 	var epoch int64
-	err := t.pool.QueryRow(ctx, query, tenantID).Scan(&r.Slug, &r.NodeID, &r.NodeAddr, &r.MaxConnections, &epoch)
+	err := t.pool.QueryRow(ctx, query, tenantID, t.opt.LiveWindow.Seconds()).Scan(&r.Slug, &r.NodeID, &r.NodeAddr, &r.MaxConnections, &epoch)
 	r.Epoch = uint64(epoch)
 	ttl := t.opt.TTL
 	switch {

@@ -147,7 +147,7 @@ func TestInvalidation(t *testing.T) {
 type queryCounter struct{ n atomic.Int32 }
 
 func (q *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.Contains(d.SQL, "LEFT JOIN nodes") {
+	if strings.Contains(d.SQL, "LEFT JOIN tenant_placement") {
 		q.n.Add(1)
 	}
 	return ctx
@@ -207,7 +207,7 @@ type gatedCounter struct {
 }
 
 func (g *gatedCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if !strings.Contains(d.SQL, "LEFT JOIN nodes") || len(d.Args) == 0 {
+	if !strings.Contains(d.SQL, "LEFT JOIN tenant_placement") || len(d.Args) == 0 {
 		return ctx
 	}
 	tenant, _ := d.Args[0].(string)
