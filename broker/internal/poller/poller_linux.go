@@ -10,12 +10,17 @@
 // a descriptor may be in several epoll sets, and Go's has no waiter for it
 // while the connection is parked here. Nothing is read here: the woken
 // connection reads through its net.Conn.
+//
+// The poller also keeps a one-second timing wheel (After): a parked
+// connection's keep-alive deadline costs it 8 bytes in a slot instead of
+// a runtime timer, and the wait loop ticks only while keys are filed.
 package poller
 
 import (
 	"errors"
 	"log/slog"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,8 +37,23 @@ type Poller struct {
 
 	mu     sync.RWMutex // closed, and epfd against Close; wakers
 	closed bool
-	wakers map[uint64]func()
+	wakers map[uint64]Waker
 	next   uint64
+
+	tmu   sync.Mutex // wheel
+	wheel wheel
+}
+
+// Waker is what a key wakes, on the poller's goroutine; both calls must
+// be quick (hand the work to another goroutine).
+type Waker = interface { // an alias: users name the same interface without importing this package
+	// Wake: the socket armed under the key turned readable, or was
+	// closed by the peer, or failed.
+	Wake()
+	// Due: the second the key was filed under (After) has come, or a
+	// revolution of the wheel has (wheelSlots seconds): the Waker checks
+	// its own deadline and files the key again if it is still ahead.
+	Due()
 }
 
 // Supported reports whether this system has a poller (Linux).
@@ -60,17 +80,16 @@ func New(log *slog.Logger) (*Poller, error) {
 		_ = unix.Close(evfd)
 		return nil, err
 	}
-	p := &Poller{log: log, epfd: epfd, evfd: evfd, done: make(chan struct{}), wakers: make(map[uint64]func()), next: stopKey}
+	p := &Poller{log: log, epfd: epfd, evfd: evfd, done: make(chan struct{}), wakers: make(map[uint64]Waker), next: stopKey}
 	go p.wait()
 	return p, nil
 }
 
-// Watch registers wake, called on the poller's goroutine each time a
-// socket armed with the returned key turns readable (or is closed by the
-// peer, or fails). wake must be quick: it hands the work to another
-// goroutine. Keys are never reused, so a late event for a connection
-// that is gone wakes nobody.
-func (p *Poller) Watch(wake func()) uint64 {
+// Watch registers w: its Wake is called each time a socket armed with the
+// returned key turns readable (or is closed by the peer, or fails), its
+// Due when a time the key was filed for (After) has come. Keys are never
+// reused, so a late event for a connection that is gone wakes nobody.
+func (p *Poller) Watch(wake Waker) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.next++
@@ -83,6 +102,30 @@ func (p *Poller) Unwatch(key uint64) {
 	p.mu.Lock()
 	delete(p.wakers, key)
 	p.mu.Unlock()
+}
+
+// After files key for one Due call at the first tick at or after at (the
+// wheel ticks once a second, so up to a second late); keys filed for more
+// than a minute ahead may come round early, once a minute, and are filed
+// again by their Waker. An unwatched key is dropped when it comes round.
+func (p *Poller) After(key uint64, at time.Time) {
+	now := time.Now().Unix()
+	sec := at.Unix()
+	if at.Nanosecond() != 0 {
+		sec++ // the tick at or after at
+	}
+	p.tmu.Lock()
+	wasEmpty := p.wheel.add(key, sec, now)
+	p.tmu.Unlock()
+	if wasEmpty {
+		p.poke() // the wait loop was waiting without a timeout
+	}
+}
+
+// poke interrupts the wait loop's epoll_wait (the eventfd turns readable).
+func (p *Poller) poke() {
+	one := [8]byte{1}
+	_, _ = unix.Write(p.evfd, one[:])
 }
 
 // ErrClosed is returned by Arm after Close.
@@ -119,21 +162,24 @@ func (p *Poller) Close() error {
 	p.closed = true
 	p.mu.Unlock()
 	one := [8]byte{1}
-	if _, err := unix.Write(p.evfd, one[:]); err != nil {
-		return err
+	if _, err := unix.Write(p.evfd, one[:]); err != nil && !errors.Is(err, unix.EAGAIN) {
+		return err // EAGAIN: the counter is full, the loop wakes anyway
 	}
 	<-p.done
 	return errors.Join(unix.Close(p.epfd), unix.Close(p.evfd))
 }
 
 // wait is the poller's goroutine: epoll_wait is a blocking system call,
-// so the runtime gives its processor to other goroutines meanwhile.
+// so the runtime gives its processor to other goroutines meanwhile. It
+// waits without a timeout while the wheel is empty, else until its next
+// tick.
 func (p *Poller) wait() {
 	defer close(p.done)
 	events := make([]unix.EpollEvent, 256)
-	wake := make([]func(), 0, len(events))
+	wake := make([]Waker, 0, len(events))
+	var due []uint64
 	for {
-		n, err := unix.EpollWait(p.epfd, events, -1)
+		n, err := unix.EpollWait(p.epfd, events, p.timeout())
 		if err != nil {
 			if errors.Is(err, unix.EINTR) {
 				continue
@@ -142,23 +188,64 @@ func (p *Poller) wait() {
 			return
 		}
 		p.mu.RLock()
+		if p.closed {
+			p.mu.RUnlock()
+			return
+		}
 		for i := range n {
 			key := keyOf(&events[i])
 			if key == stopKey {
-				p.mu.RUnlock()
-				return
+				var b [8]byte
+				_, _ = unix.Read(p.evfd, b[:]) // a poke (After): reset the counter
+				continue
 			}
-			if f := p.wakers[key]; f != nil {
-				wake = append(wake, f)
+			if w := p.wakers[key]; w != nil {
+				wake = append(wake, w)
 			}
 		}
 		p.mu.RUnlock()
-		for i, f := range wake {
-			f()
+		for i, w := range wake {
+			w.Wake()
 			wake[i] = nil
 		}
 		wake = wake[:0]
+		due, wake = p.tick(due, wake)
 	}
+}
+
+// timeout is epoll_wait's: milliseconds to the wheel's next tick, -1 (none)
+// while it is empty.
+func (p *Poller) timeout() int {
+	p.tmu.Lock()
+	defer p.tmu.Unlock()
+	if p.wheel.n == 0 {
+		return -1
+	}
+	ms := time.Until(time.Unix(p.wheel.next(), 0)).Milliseconds() + 1
+	return int(max(ms, 0))
+}
+
+// tick calls Due of the keys whose second has come (due and wake are
+// scratch, returned for the next tick).
+func (p *Poller) tick(due []uint64, wake []Waker) ([]uint64, []Waker) {
+	p.tmu.Lock()
+	due = p.wheel.due(time.Now().Unix(), due[:0])
+	p.tmu.Unlock()
+	if len(due) == 0 {
+		return due, wake
+	}
+	p.mu.RLock()
+	for _, key := range due {
+		if w := p.wakers[key]; w != nil {
+			wake = append(wake, w)
+		}
+	}
+	p.mu.RUnlock()
+	for i, w := range wake {
+		w.Due() // may file its key again (After)
+		wake[i] = nil
+	}
+	return due, wake[:0]
 }
 
 // setKey stores a 64-bit key in the event's data (epoll_data_t).

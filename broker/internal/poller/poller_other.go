@@ -5,6 +5,7 @@ package poller
 import (
 	"errors"
 	"log/slog"
+	"time"
 )
 
 // Poller is Linux only: elsewhere New fails and connections keep their
@@ -20,7 +21,14 @@ var ErrClosed = errors.New("poller: closed")
 // New fails: there is no poller on this system.
 func New(*slog.Logger) (*Poller, error) { return nil, errors.ErrUnsupported }
 
-func (*Poller) Watch(func()) uint64             { return 0 }
+// Waker is what a key wakes (see the Linux poller).
+type Waker = interface { // an alias: users name the same interface without importing this package
+	Wake()
+	Due()
+}
+
+func (*Poller) Watch(Waker) uint64              { return 0 }
 func (*Poller) Unwatch(uint64)                  {}
+func (*Poller) After(uint64, time.Time)         {}
 func (*Poller) Arm(uintptr, uint64, bool) error { return errors.ErrUnsupported }
 func (*Poller) Close() error                    { return nil }

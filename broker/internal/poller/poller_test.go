@@ -44,6 +44,21 @@ func arm(t *testing.T, p *Poller, c *net.TCPConn, key uint64, added bool) {
 	}
 }
 
+// chanWaker signals each Wake and Due on its channels (nil: ignored).
+type chanWaker struct{ wake, due chan struct{} }
+
+func (w chanWaker) Wake() {
+	if w.wake != nil {
+		w.wake <- struct{}{}
+	}
+}
+
+func (w chanWaker) Due() {
+	if w.due != nil {
+		w.due <- struct{}{}
+	}
+}
+
 func expectWake(t *testing.T, woke <-chan struct{}, want bool) {
 	t.Helper()
 	wait := 5 * time.Second
@@ -74,7 +89,7 @@ func TestWakeOnceEachArming(t *testing.T) {
 	defer p.Close()
 	server, client := socketPair(t)
 	woke := make(chan struct{}, 8)
-	key := p.Watch(func() { woke <- struct{}{} })
+	key := p.Watch(chanWaker{wake: woke})
 
 	arm(t, p, server, key, false)
 	expectWake(t, woke, false) // nothing to read yet
@@ -102,7 +117,7 @@ func TestWakeOnceEachArming(t *testing.T) {
 
 	// Another socket, unwatched before its input comes.
 	s2, c2 := socketPair(t)
-	key2 := p.Watch(func() { woke <- struct{}{} })
+	key2 := p.Watch(chanWaker{wake: woke})
 	if key2 == key {
 		t.Fatal("a key was reused")
 	}
@@ -132,5 +147,68 @@ func TestClose(t *testing.T) {
 	_ = rc.Control(func(fd uintptr) { aerr = p.Arm(fd, 1, false) })
 	if aerr != ErrClosed {
 		t.Fatalf("Arm after Close: %v", aerr)
+	}
+}
+
+// TestAfter: a filed key gets one Due at the first tick at or after its
+// time, not before and not again; an unwatched key gets none; the wait
+// loop, waiting without a timeout while the wheel was empty, is woken by
+// the first key filed.
+func TestAfter(t *testing.T) {
+	p, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	due := make(chan struct{}, 8)
+	key := p.Watch(chanWaker{due: due})
+	gone := p.Watch(chanWaker{due: due})
+	start := time.Now()
+	at := start.Add(1200 * time.Millisecond)
+	p.After(key, at)
+	p.After(gone, at)
+	p.Unwatch(gone)
+	select {
+	case <-due:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no Due")
+	}
+	if now := time.Now(); now.Before(at) {
+		t.Fatalf("Due %v before its time", at.Sub(now))
+	}
+	t.Logf("Due %v after its time", time.Since(at))
+	select {
+	case <-due:
+		t.Fatal("a second Due, or one for an unwatched key")
+	case <-time.After(1500 * time.Millisecond):
+	}
+}
+
+// TestWheel: keys come round at their second's tick, a second already
+// drained is the next one, a key filed more than a revolution ahead comes
+// round early (its Waker files it again), and a late tick drains every
+// second it missed.
+func TestWheel(t *testing.T) {
+	var w wheel
+	const now = 1_000_000
+	if !w.add(1, now+2, now) {
+		t.Fatal("first key: not reported as the first")
+	}
+	w.add(2, now+3, now)
+	w.add(3, now-5, now) // in the past: the next tick
+	w.add(4, now+wheelSlots+2, now)
+	var got []uint64
+	if got = w.due(now+1, got[:0]); len(got) != 1 || got[0] != 3 {
+		t.Fatalf("tick now+1: %v, want [3]", got)
+	}
+	if got = w.due(now+2, got[:0]); len(got) != 2 || got[0] != 1 || got[1] != 4 {
+		t.Fatalf("tick now+2: %v, want [1 4] (4 a revolution early)", got)
+	}
+	w.add(5, now+10, now+2)
+	if got = w.due(now+200, got[:0]); len(got) != 2 || got[0] != 2 || got[1] != 5 {
+		t.Fatalf("late tick: %v, want [2 5]", got)
+	}
+	if w.n != 0 {
+		t.Fatalf("%d keys left", w.n)
 	}
 }

@@ -7,12 +7,17 @@ import (
 )
 
 // Poller wakes parked connections (broker/internal/poller): Watch
-// registers a wake-up under a key, Arm asks for one wake-up of the key
-// when the descriptor turns readable.
+// registers a connection under a key, Arm asks for one Wake of the key
+// when the descriptor turns readable, After for one Due at a time (the
+// keep-alive deadline, to the second).
 type Poller interface {
-	Watch(wake func()) (key uint64) // never 0
+	Watch(w interface {
+		Wake()
+		Due()
+	}) (key uint64) // never 0
 	Unwatch(key uint64)
 	Arm(fd uintptr, key uint64, added bool) error
+	After(key uint64, at time.Time)
 }
 
 // parkAfter is how long a reader with nothing to read waits on its own
@@ -35,10 +40,11 @@ const (
 )
 
 // parking is what a connection that can park keeps for it, in the conn
-// itself: its poller key (0: it cannot park), the keep-alive timer that
-// replaces the read deadline while parked, and callbacks bound once, so
-// that parking allocates nothing. The poller is the shard's
-// (Options.Poller) and the socket the writer's (w.raw).
+// itself: its poller key (0: it cannot park), its keep-alive deadline,
+// which replaces the read deadline while parked and is kept by the
+// poller's wheel (one key filed at a time, no runtime timer), and
+// callbacks bound once, so that parking allocates nothing. The poller is
+// the shard's (Options.Poller) and the socket the writer's (w.raw).
 //
 // Once a reader has stored readerParked, another goroutine may resume it
 // at once (an input wake-up can come as soon as the socket is armed):
@@ -46,13 +52,15 @@ const (
 // concurrency-safe.
 type parking struct {
 	key   uint64
-	added atomic.Bool   // the socket is in the poller's epoll set
 	fails atomic.Uint32 // failed armings
+	// filed is the Unix second the key is filed under in the poller's
+	// wheel (After), 0 none: one entry at a time, moved on by Due.
+	filed atomic.Uint32
 	// due is when the keep alive runs out (Unix nanoseconds) while
 	// parked; 0 none.
 	due     atomic.Int64
-	timer   *time.Timer // fires at due; made when the connection can park
-	expired bool        // set by the timer's wake-up for the resumed loop
+	added   atomic.Bool // the socket is in the poller's epoll set
+	expired bool        // set by the keep-alive wake-up for the resumed loop
 	// woke is wokeFresh once the reader resumes from its park, wokePings
 	// once it has handled PINGREQs and nothing else since (idle);
 	// reader-owned.
@@ -72,13 +80,7 @@ func (c *conn) canPark(p Poller) {
 	k := &c.park
 	k.resumeFn = c.resume
 	k.armFn = c.arm
-	if c.keepAlive > 0 {
-		// Made stopped now, only reset and stopped after: the reader and
-		// the connection's end may use it at once.
-		k.timer = time.AfterFunc(time.Hour, c.keepAliveDue)
-		k.timer.Stop()
-	}
-	k.key = p.Watch(c.pollWake)
+	k.key = p.Watch(c)
 }
 
 // parks reports whether the connection parks while idle (canPark).
@@ -137,12 +139,14 @@ func (c *conn) setReadDeadline(start time.Time) {
 // its buffer back (kicked meanwhile, or the socket could not be armed).
 func (c *conn) parkReader(start time.Time) bool {
 	k := &c.park
-	if k.timer != nil {
+	if c.keepAlive > 0 {
 		k.due.Store(start.Add(c.keepAlive).UnixNano())
-		k.timer.Reset(time.Until(start.Add(c.keepAlive)))
 	}
 	fails := k.fails.Load()
 	c.pstate.Store(readerParked)
+	if c.keepAlive > 0 {
+		c.fileKeepAlive() // after the store: a Due that saw the reader running unfiled it (Due)
+	}
 	if c.kicked.Load() {
 		// kick may have seen the reader running: whoever moves it back
 		// runs it.
@@ -187,23 +191,45 @@ func (c *conn) wakeParked() bool {
 	return true
 }
 
-// pollWake is the poller's wake-up: the socket has input, an end of
-// stream or an error.
-func (c *conn) pollWake() { c.wakeParked() }
+// Wake is the poller's wake-up: the socket has input, an end of stream
+// or an error.
+func (c *conn) Wake() { c.wakeParked() }
 
-// keepAliveDue is the keep-alive timer of a parked reader. A timer of an
-// earlier park may fire late, so it checks the current deadline.
-func (c *conn) keepAliveDue() {
+// fileKeepAlive files the connection's key in the poller's wheel for its
+// keep-alive deadline, unless it is filed already: the deadline only moves
+// later, so an earlier entry comes round first and Due files it again.
+func (c *conn) fileKeepAlive() {
+	k := &c.park
+	due := time.Unix(0, k.due.Load())
+	if k.filed.CompareAndSwap(0, uint32(due.Unix())) {
+		c.shard.opts.Poller.After(k.key, due)
+	}
+}
+
+// Due is the poller's keep-alive tick for the connection's key
+// (fileKeepAlive): a parked reader whose deadline passed is resumed to
+// fail with it (0x8D, [MQTT-3.1.2-22]; 3.1.1: closed, [MQTT-3.1.2-24]);
+// one parked since with a later deadline is filed again; a running one
+// is left to its read deadline, and its next park files it again.
+func (c *conn) Due() {
+	k := &c.park
+	k.filed.Store(0) // the entry that came round is gone
 	if c.pstate.Load() != readerParked {
+		// A reader parking from now on sees filed 0 and files itself
+		// (parkReader stores parked before it files).
 		return
 	}
-	due := c.park.due.Load()
-	if due == 0 || time.Now().UnixNano() < due {
+	due := k.due.Load()
+	if due == 0 {
+		return
+	}
+	if time.Now().UnixNano() < due {
+		c.fileKeepAlive()
 		return
 	}
 	if c.pstate.CompareAndSwap(readerParked, readerRunning) {
-		c.park.expired = true // before the go statement: the resumed loop sees it
-		go c.park.resumeFn()
+		k.expired = true // before the go statement: the resumed loop sees it
+		go k.resumeFn()
 	}
 }
 
@@ -225,8 +251,5 @@ func (c *conn) unwatch() {
 	if k.key == 0 {
 		return
 	}
-	c.shard.opts.Poller.Unwatch(k.key)
-	if k.timer != nil {
-		k.timer.Stop()
-	}
+	c.shard.opts.Poller.Unwatch(k.key) // an entry still filed is dropped when it comes round
 }
