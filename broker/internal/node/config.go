@@ -122,6 +122,9 @@ type Config struct {
 	// (removal.go); nil: the OS's. Tests wrap it to watch the order of
 	// the removes and directory fsyncs.
 	removalFS wal.FS
+	// storeFS is the filesystem of the tenants' stores under DataDir;
+	// nil: the OS's. Tests block it to hold one tenant's open.
+	storeFS wal.FS
 }
 
 // ErrConfig wraps every configuration error.

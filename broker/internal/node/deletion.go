@@ -94,6 +94,10 @@ func (n *Node) deleteTenant(id string) {
 	}
 	t := n.tenants[id]
 	idle := n.closingTenants[id] // closing for idleness: wait for it
+	var opened chan struct{}     // opening: it closes what it opened (opening.go)
+	if op := n.opening[id]; op != nil {
+		opened = op.done
+	}
 	var done, drained chan struct{}
 	if t != nil {
 		delete(n.tenants, id)
@@ -109,10 +113,12 @@ func (n *Node) deleteTenant(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), deletionTimeout)
 	defer cancel()
 	ended := 0
-	if idle != nil {
-		select {
-		case <-idle:
-		case <-ctx.Done():
+	for _, wait := range []chan struct{}{idle, opened} {
+		if wait != nil {
+			select {
+			case <-wait:
+			case <-ctx.Done():
+			}
 		}
 	}
 	if t != nil {

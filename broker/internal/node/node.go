@@ -70,6 +70,8 @@ type Node struct {
 	// closingTenants are shards closing for idleness (or deletion),
 	// closed when done; a tenant reopens only after.
 	closingTenants map[string]chan struct{}
+	// opening are the shards being opened, outside mu (opening.go).
+	opening map[string]*opening
 	// deleted are the tenants deleted since start (deletion.go): true once
 	// their shard is closed and their directory erased.
 	deleted  map[string]bool
@@ -88,7 +90,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, verifier: v, meter: usage.NewMeter(), tenants: make(map[string]*tenant), closingTenants: make(map[string]chan struct{}), deleted: make(map[string]bool),
+	n := &Node{cfg: cfg, log: cfg.Logger, verifier: v, meter: usage.NewMeter(), tenants: make(map[string]*tenant), closingTenants: make(map[string]chan struct{}), opening: make(map[string]*opening), deleted: make(map[string]bool),
 		pacer: newMovePacer(cfg.MoveDisconnectRate)}
 	if cfg.JWKSURL != "" {
 		n.keys = jwtauth.NewKeySet(jwtauth.KeySetOptions{URL: cfg.JWKSURL, Logger: cfg.Logger})
@@ -273,10 +275,14 @@ func (n *Node) shutdown(ctx context.Context) error {
 		}
 	}
 	// Shards closing for idleness finish first: their last usage counts.
+	// So do opens under way: what they opened closes again (opening.go).
 	n.mu.Lock()
-	idle := make([]chan struct{}, 0, len(n.closingTenants))
+	idle := make([]chan struct{}, 0, len(n.closingTenants)+len(n.opening))
 	for _, done := range n.closingTenants {
 		idle = append(idle, done)
+	}
+	for _, op := range n.opening {
+		idle = append(idle, op.done)
 	}
 	n.mu.Unlock()
 	for _, done := range idle {

@@ -1,15 +1,11 @@
 package node
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"net"
 	"sync"
 	"time"
 
 	"berth.dev/broker/internal/msgtrace"
-	"berth.dev/broker/internal/quota"
 	"berth.dev/broker/internal/shard"
 	"berth.dev/broker/internal/store"
 	"berth.dev/broker/internal/usage"
@@ -111,61 +107,6 @@ func segmentBytes(retentionBytes int64) int64 {
 	return min(max(retentionBytes/8, minSegmentBytes), maxSegmentBytes)
 }
 
-// tenant returns the tenant's shard, opening it on first use (or again
-// after it closed for idleness), and holds it open: the caller calls
-// n.release(t) when done with it.
-func (n *Node) tenant(ctx context.Context, id string) (*tenant, error) {
-	for {
-		n.mu.Lock()
-		t, ok := n.tenants[id]
-		closing, closed := n.closing, n.closingTenants[id]
-		_, deleted := n.deleted[id]
-		if ok && !closing && !deleted {
-			t.refs++
-		}
-		n.mu.Unlock()
-		switch {
-		case deleted:
-			return nil, errTenantDeleted
-		case closing:
-			return nil, errShuttingDown
-		case ok:
-			return t, nil
-		case closed != nil:
-			// Closing for idleness: its storage is still being closed.
-			// Replicated and led elsewhere now (its devices are being
-			// moved, moverate.go): refused at once, not after the move.
-			if r := n.replication(); r != nil {
-				if _, err := r.serving(id); err != nil {
-					return nil, err
-				}
-			}
-			select {
-			case <-closed:
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-		t, err := n.openTenant(ctx, id)
-		switch {
-		case errors.Is(err, errBusy):
-			continue
-		case errors.Is(err, quota.ErrNoTenant) && !errors.Is(err, errTenantDeleted):
-			// Deleted while this node was down or not listening? Then
-			// its directory here goes too.
-			if n.wasDeleted(ctx, id) {
-				n.deleteTenant(id)
-				return nil, errTenantDeleted
-			}
-		case err == nil:
-			// Before the connection that opened it is served (revoke.go).
-			n.purgeDeadOwners(ctx, t)
-		}
-		return t, err
-	}
-}
-
 // release drops a hold taken by tenant.
 func (n *Node) release(t *tenant) {
 	n.mu.Lock()
@@ -178,81 +119,6 @@ func (n *Node) release(t *tenant) {
 		}
 	}
 	n.mu.Unlock()
-}
-
-// openTenant opens the tenant's shard, held once (see tenant).
-func (n *Node) openTenant(ctx context.Context, id string) (*tenant, error) {
-	q, err := n.quotas.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := n.rules.Load(ctx, id); err != nil {
-		return nil, err
-	}
-	var monthUsed int64
-	// The monthly quota counts accepted messages, as billing does.
-	if err := n.pool.QueryRow(ctx, `SELECT coalesce(sum(messages_accepted), 0)::bigint FROM usage
-		WHERE tenant_id = $1 AND bucket >= date_trunc('month', now())`, id).Scan(&monthUsed); err != nil {
-		return nil, fmt.Errorf("node: monthly usage of %s: %w", id, err)
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if t, ok := n.tenants[id]; ok { // opened meanwhile
-		t.refs++
-		return t, nil
-	}
-	if n.closing {
-		return nil, errShuttingDown
-	}
-	if _, deleted := n.deleted[id]; deleted { // deleted meanwhile
-		n.quotas.Forget(id)
-		n.rules.Forget(id)
-		return nil, errTenantDeleted
-	}
-	if n.closingTenants[id] != nil {
-		return nil, errBusy // a close began meanwhile: the caller may retry
-	}
-	opts := shardOptions(q, n, id)
-	u := n.meter.Tenant(id)
-	// The shard records latencies straight into the tenant's meter, which
-	// outlives it (a shard closed for idleness loses no sample).
-	opts.Latency = shard.Latency{Delivery: &u.Latency.Delivery, Ack: &u.Latency.Ack, Connect: &u.Latency.Connect}
-	sampler := msgtrace.NewSampler(n.quotas.TraceSampleRate(id), float64(n.cfg.TraceCap))
-	opts.Tracing = shard.Tracing{TenantID: id, Sampler: sampler, Sink: n.spans}
-	var st, shared *store.WAL
-	if n.repl != nil {
-		// The store is the tenant's replicated log's, open while this
-		// node holds a replica: not the shard's to close.
-		l, err := n.repl.serving(id)
-		if err != nil {
-			return nil, err
-		}
-		shared = l.Store()
-		opts.Store, opts.MessageLog, opts.Replication = shared, shared.Messages(), l
-	} else if n.cfg.DataDir != "" {
-		if st, err = store.OpenTenant(n.cfg.DataDir, id, store.WALOptions{
-			Fsync: n.cfg.Fsync, FsyncInterval: n.cfg.FsyncInterval, Logger: opts.Logger,
-			SegmentBytes: segmentBytes(q.RetentionBytes), OnFsync: n.metrics().observeFsync,
-		}); err != nil {
-			return nil, fmt.Errorf("node: storage of %s: %w", id, err)
-		}
-		opts.Store, opts.MessageLog = st, st.Messages()
-	}
-	sh := shard.New(opts)
-	if err := sh.Start(n.ctx); err != nil {
-		if st != nil {
-			st.Close()
-		}
-		return nil, fmt.Errorf("node: start shard for %s: %w", id, err)
-	}
-	n.purgeRevoked(id, sh)
-	t := &tenant{id: id, sh: sh, store: st, shared: shared, usage: u, traces: sampler, limits: newTenantLimits(q, monthUsed), conns: make(map[string]map[net.Conn]*shard.Traffic), refs: 1}
-	n.tenants[id] = t
-	// Registered first: a rule change from now on finds the tenant, and
-	// one before it is in what the store holds.
-	sh.SetTopicRules(n.rules.Current(id))
-	n.log.Info("tenant shard opened", "tenant_id", id)
-	return t, nil
 }
 
 // track records a live connection of credential cred and returns the

@@ -51,6 +51,8 @@ type WALOptions struct {
 	Logger       *slog.Logger
 	// OnFsync is passed to the three logs (wal.Options.OnFsync).
 	OnFsync func(time.Duration)
+	// FS is the three logs' filesystem (wal.Options.FS); nil: the OS's.
+	FS wal.FS
 }
 
 // WAL is a Store on write-ahead logs: retained messages and sessions are
@@ -82,7 +84,7 @@ func OpenWAL(o WALOptions) (*WAL, error) {
 	open := func(name string, seg int64) (*wal.Log, error) {
 		return wal.Open(wal.Options{
 			Dir: filepath.Join(o.Dir, name), Fsync: o.Fsync, FsyncInterval: o.FsyncInterval,
-			SegmentBytes: seg, Logger: o.Logger, OnFsync: o.OnFsync,
+			SegmentBytes: seg, Logger: o.Logger, OnFsync: o.OnFsync, FS: o.FS,
 		})
 	}
 	w := &WAL{opts: o}

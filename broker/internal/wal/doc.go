@@ -71,11 +71,15 @@
 // Options.IndexInterval bytes were written since the last indexed record.
 // A lookup binary-searches the greatest entry with offset <= target and scans
 // forward. An index that is missing, short, or inconsistent with its .wal is
-// rebuilt from the .wal on Open. Open checks every entry against the record
-// header it points at, reading the .wal in order up to 1 MiB at a time (one
-// read per entry only where entries are further apart): with the default
-// IndexInterval that reads each sealed segment whole, so Open's time grows
-// with the size of the log.
+// rebuilt from the .wal on Open. Open checks the shape of a sealed
+// segment's index (sorted, inside the .wal) and that its first and last
+// entries point at the record headers they name, then scans the records
+// after the last entry: a few KiB per segment, so Open's time grows with
+// the number of segments, not with the bytes of the log (checking every
+// entry read each sealed segment whole). A Reader checks the entry it
+// starts from against the first record it reads; a wrong one (which could
+// otherwise skip records silently) makes lookups in that segment start at
+// its first record and removes the .idx, which the next Open rebuilds.
 //
 // # Durability
 //

@@ -17,6 +17,7 @@ type faultFS struct {
 	writes atomic.Int64
 	syncs  atomic.Int64
 	reads  atomic.Int64 // ReadAt calls on .wal files
+	read   atomic.Int64 // bytes read by them
 
 	mu         sync.Mutex
 	shortWrite int   // fail the next n writes after writing half
@@ -71,10 +72,12 @@ type faultFile struct {
 func (f *faultFile) OSFile() *os.File { return f.File }
 
 func (f *faultFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(p, off)
 	if f.wal {
 		f.fs.reads.Add(1)
+		f.fs.read.Add(int64(n))
 	}
-	return f.File.ReadAt(p, off)
+	return n, err
 }
 
 func (f *faultFile) Write(p []byte) (int, error) {

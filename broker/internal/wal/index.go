@@ -34,19 +34,19 @@ func (x *index) add(off uint64, pos int64) {
 	x.data = append(x.data, e[:]...)
 }
 
-// lookup returns the byte position of the greatest indexed record whose
-// offset is <= target, or 0 when target precedes every entry.
-func (x *index) lookup(target uint64) int64 {
+// lookup returns the greatest entry whose offset is <= target: the
+// record's offset and byte position, or (0, 0) when target precedes every
+// entry.
+func (x *index) lookup(target uint64) (uint64, int64) {
 	n := x.len()
 	i := sort.Search(n, func(i int) bool {
 		off, _ := x.entry(i)
 		return off > target
 	})
 	if i == 0 {
-		return 0
+		return 0, 0
 	}
-	_, pos := x.entry(i - 1)
-	return pos
+	return x.entry(i - 1)
 }
 
 func (x *index) release() {
@@ -137,11 +137,10 @@ func writeIndex(fsys FS, path string, data []byte) error {
 	return err
 }
 
-// verifyBufSize bounds one read of verify.
-const verifyBufSize = 1 << 20
-
 // verify checks that every entry points at a record header with the magic
-// and the entry's offset. Entries are read in order, as many per read as
+// and the entry's offset. Open runs it on a sealed segment's first and last
+// entries only (the entries between are checked as reads use them,
+// Reader.checkEntry). Entries are read in order, as many per read as
 // fit in buf (len(buf) >= HeaderSize): the headers an index of a segment
 // of small records points at are 4 KiB apart, and one pread per entry
 // made opening a large log take hundreds of thousands of syscalls. A read

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"os"
@@ -120,5 +121,114 @@ func TestOpenVerifiesIndexInFewReads(t *testing.T) {
 	}
 	for _, from := range []uint64{0, 7777, 15000, 29999} {
 		checkRecords(t, l2, from, exp[from:])
+	}
+}
+
+// TestOpenReadsLittleOfSealedSegments opens a log of sealed 1 MiB segments
+// of small records: Open reads a few headers and the records after each
+// segment's last index entry, not the segments whole (it read every byte of
+// them when it checked every index entry, one per 4 KiB).
+func TestOpenReadsLittleOfSealedSegments(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, Options{Dir: dir, SegmentBytes: 1 << 20, Fsync: SyncNever})
+	exp := appendN(t, l, 30000, 100)
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	size := l.Size()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sealed := 0
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), IndexSuffix) {
+			sealed++
+		}
+	}
+	fsys := newFaultFS()
+	l2 := openLog(t, Options{Dir: dir, SegmentBytes: 1 << 20, FS: fsys})
+	read := fsys.read.Load()
+	t.Logf("open: %d sealed segments, %d bytes in the log, %d bytes of .wal files read in %d reads", sealed, size, read, fsys.reads.Load())
+	if limit := int64(sealed) * 16 << 10; read > limit {
+		t.Fatalf("open read %d bytes of .wal files, want at most %d (16 KiB per sealed segment; the log is %d bytes)", read, limit, size)
+	}
+	for _, from := range []uint64{0, 7777, 15000, 29999} {
+		checkRecords(t, l2, from, exp[from:])
+	}
+}
+
+// TestWrongIndexEntryFoundOnRead damages an index entry Open does not
+// check so that it points at the next record's header, which would skip a
+// record without a word: a Reader (Next and Locate) starting from it finds
+// out, reads from the segment's start instead and removes the index, and
+// the next Open rebuilds it.
+func TestWrongIndexEntryFoundOnRead(t *testing.T) {
+	src := t.TempDir()
+	o := Options{Dir: src, SegmentBytes: 8000, IndexInterval: 200, Fsync: SyncNever}
+	l := openLog(t, o)
+	exp := appendN(t, l, 60, 80)
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	idxPath := filepath.Join(src, "00000000000000000000.idx")
+	orig, err := os.ReadFile(idxPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := index{data: orig}
+	k := x.len() / 2
+	off, pos := x.entry(k)
+	_, nextPos := x.entry(k + 1)
+	loc, err := l.Locate(off + 1) // the record after the entry's
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc.Release()
+	if loc.Pos <= pos || loc.Pos >= nextPos {
+		t.Fatalf("record %d at byte %d is not between entries %d (byte %d) and %d (byte %d)", off+1, loc.Pos, k, pos, k+1, nextPos)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	damaged := bytes.Clone(orig)
+	binary.BigEndian.PutUint32(damaged[k*IndexEntrySize+8:], uint32(loc.Pos))
+
+	for _, via := range []string{"Next", "Locate"} {
+		t.Run(via, func(t *testing.T) {
+			dir := copyDir(t, src)
+			p := filepath.Join(dir, "00000000000000000000.idx")
+			if err := os.WriteFile(p, damaged, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			o := o
+			o.Dir = dir
+			l := openLog(t, o)
+			if via == "Locate" {
+				loc, err := l.Locate(off)
+				if err != nil {
+					t.Fatal(err)
+				}
+				loc.Release()
+				if loc.Offset != off {
+					t.Fatalf("Locate(%d) found record %d", off, loc.Offset)
+				}
+			}
+			checkRecords(t, l, off, exp[off:])
+			if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the wrong index is still there (%v)", err)
+			}
+			for _, from := range []uint64{0, off - 1, off + 1, 59} {
+				checkRecords(t, l, from, exp[from:])
+			}
+			l.Close()
+			openLog(t, o).Close()
+			if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, orig) {
+				t.Fatalf("the index rebuilt by the next open differs from the original (%v)", err)
+			}
+		})
 	}
 }

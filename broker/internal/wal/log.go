@@ -92,7 +92,6 @@ func (l *Log) recover() error {
 		}
 	}
 	slices.Sort(bases)
-	var vbuf []byte // shared by the index checks of the sealed segments
 	for i, base := range bases {
 		path := filepath.Join(o.Dir, segmentName(base))
 		var s *segment
@@ -100,7 +99,7 @@ func (l *Log) recover() error {
 			_ = o.FS.Remove(indexPath(path)) // the tail's index is rebuilt by the scan
 			s, err = openTail(o, base, path)
 		} else {
-			s, err = openSealed(o, base, path, &vbuf)
+			s, err = openSealed(o, base, path)
 		}
 		if err != nil {
 			return err

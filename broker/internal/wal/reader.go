@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 )
 
@@ -16,6 +17,10 @@ type Reader struct {
 	sc   scanner
 	from uint64
 	next uint64 // offset after the last record seen: where damage is reported
+	// entry is the offset of the unchecked index entry the scanner starts
+	// at, checkEntry set until the first record confirms it.
+	entry      uint64
+	checkEntry bool
 }
 
 // ReadFrom returns a Reader positioned at the record that covers off (a
@@ -23,25 +28,57 @@ type Reader struct {
 // falls in a gap left by compaction. off == NextOffset gives a Reader at the
 // end that sees records appended later.
 func (l *Log) ReadFrom(off uint64) (*Reader, error) {
-	s, pos, err := l.seek(off)
+	s, entry, pos, err := l.seek(off)
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{l: l, seg: s, from: off, next: off}
+	r := &Reader{l: l, seg: s, from: off, next: off, entry: entry, checkEntry: pos > 0 && s.unchecked}
 	r.sc.reset(s.f, pos, s.size.Load())
 	return r, nil
 }
 
-// seek finds the segment for off and the indexed position to scan from, and
-// takes a reference on the segment.
-func (l *Log) seek(off uint64) (*segment, int64, error) {
+// entryWrong reports whether the first record read after a seek (h, or the
+// error reading it) shows that the index entry the Reader started from
+// does not point at its record; then it has distrusted the segment's index
+// and moved the scanner to the segment's first record. A wrong entry that
+// pointed at another record's header would otherwise skip records
+// silently. Only entries Open did not check are checked, once per Reader.
+func (r *Reader) entryWrong(h header, err error) bool {
+	if !r.checkEntry {
+		return false
+	}
+	r.checkEntry = false
+	if err == nil && h.magic == Magic && h.offset == r.entry {
+		return false
+	}
+	r.seg.distrustIndex(&r.l.opts, err)
+	r.sc.reset(r.seg.f, 0, r.seg.size.Load())
+	return true
+}
+
+// distrustIndex makes lookups in the segment start at its first record and
+// removes its .idx, which the next Open rebuilds.
+func (s *segment) distrustIndex(o *Options, cause error) {
+	if !s.badIndex.CompareAndSwap(false, true) {
+		return
+	}
+	o.Logger.Warn("wal: index entry does not match its segment; reading from the segment's start, rebuilt on the next open",
+		slog.String("segment", s.path), slog.Any("cause", cause))
+	if err := o.FS.Remove(indexPath(s.path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		o.Logger.Warn("wal: removing a wrong index", slog.String("segment", s.path), slog.Any("err", err))
+	}
+}
+
+// seek finds the segment for off and the index entry to scan from (the
+// record's offset and position), and takes a reference on the segment.
+func (l *Log) seek(off uint64) (*segment, uint64, int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.segs) == 0 {
-		return nil, 0, ErrClosed
+		return nil, 0, 0, ErrClosed
 	}
 	if off < l.segs[0].base || off > l.next {
-		return nil, 0, fmt.Errorf("%w: %d not in [%d, %d]", ErrOutOfRange, off, l.segs[0].base, l.next)
+		return nil, 0, 0, fmt.Errorf("%w: %d not in [%d, %d]", ErrOutOfRange, off, l.segs[0].base, l.next)
 	}
 	i := len(l.segs) - 1
 	for i > 0 && l.segs[i].base > off {
@@ -49,7 +86,11 @@ func (l *Log) seek(off uint64) (*segment, int64, error) {
 	}
 	s := l.segs[i]
 	s.acquire()
-	return s, s.idx.lookup(off), nil
+	if s.badIndex.Load() {
+		return s, 0, 0, nil
+	}
+	entry, pos := s.idx.lookup(off)
+	return s, entry, pos, nil
 }
 
 // advance moves to the segment after the current one, if there is one.
@@ -86,6 +127,9 @@ func (r *Reader) Next() (Record, error) {
 	for {
 		r.sc.end = r.seg.size.Load()
 		h, rec, pos, err := r.sc.next()
+		if r.entryWrong(h, err) {
+			continue
+		}
 		if err == io.EOF {
 			if r.moreAfterEOF() {
 				continue
@@ -143,6 +187,9 @@ func (r *Reader) NextLocation() (Location, error) {
 	for {
 		r.sc.end = r.seg.size.Load()
 		h, pos, err := r.sc.nextHeader()
+		if r.entryWrong(h, err) {
+			continue
+		}
 		if err == io.EOF {
 			if r.moreAfterEOF() {
 				continue

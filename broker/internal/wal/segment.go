@@ -29,6 +29,13 @@ type segment struct {
 	firstTS     int64
 	lastTS      int64
 	lastIndexed int64 // position of the last indexed record, -1 if none
+
+	// unchecked: the index was loaded from its .idx with only its first
+	// and last entries checked; a Reader checks each other entry it
+	// starts from (Reader.checkEntry). Fixed once sealed. badIndex is set
+	// when one was wrong: lookups then start at the segment's first record.
+	unchecked bool
+	badIndex  atomic.Bool
 }
 
 func segmentName(base uint64) string {
@@ -118,10 +125,8 @@ func (s *segment) corruption(pos int64, err error) error {
 }
 
 // openSealed opens a sealed (not tail) segment: its index is mapped and
-// checked against the .wal, or rebuilt by a full verified scan. vbuf is
-// the read buffer of the check, grown as needed and shared by the segments
-// of one Open.
-func openSealed(o *Options, base uint64, path string, vbuf *[]byte) (*segment, error) {
+// its ends checked against the .wal, or rebuilt by a full verified scan.
+func openSealed(o *Options, base uint64, path string) (*segment, error) {
 	f, err := o.FS.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
@@ -136,7 +141,7 @@ func openSealed(o *Options, base uint64, path string, vbuf *[]byte) (*segment, e
 	s.size.Store(size)
 	s.sealed.Store(true)
 	var sc scanner
-	if err := s.useIndex(o, &sc, size, vbuf); err == nil {
+	if err := s.useIndex(o, &sc, size); err == nil {
 		return s, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
 		o.Logger.Warn("wal: rebuilding index", slog.String("segment", path), slog.Any("err", err))
@@ -155,9 +160,14 @@ func openSealed(o *Options, base uint64, path string, vbuf *[]byte) (*segment, e
 	return s, nil
 }
 
-// useIndex maps the .idx and verifies every entry against the record
-// header it points at, then scans from the last entry to the end.
-func (s *segment) useIndex(o *Options, sc *scanner, size int64, vbuf *[]byte) error {
+// useIndex maps the .idx, checks its shape and that its first and last
+// entries point at the record headers they name, then scans from the last
+// entry to the end. The entries between are not read here: checking them
+// all reads every sealed segment whole (with the default IndexInterval an
+// entry every 4 KiB), so opening a large log on a cold or busy disk took
+// as long as reading it. A Reader checks the entry it starts from instead
+// (Reader.checkEntry).
+func (s *segment) useIndex(o *Options, sc *scanner, size int64) error {
 	idx, err := loadIndex(o.FS, indexPath(s.path))
 	if err != nil {
 		return err
@@ -169,13 +179,17 @@ func (s *segment) useIndex(o *Options, sc *scanner, size int64, vbuf *[]byte) er
 	if idx.len() == 0 {
 		return fmt.Errorf("%w: empty", errIndex)
 	}
-	if n := min(verifyBufSize, size); int64(len(*vbuf)) < n {
-		*vbuf = make([]byte, n)
+	var buf [HeaderSize]byte
+	n := idx.len()
+	ends := index{data: idx.data[:IndexEntrySize]}
+	if n > 1 {
+		ends.data = append(ends.data[:IndexEntrySize:IndexEntrySize], idx.data[(n-1)*IndexEntrySize:]...)
 	}
-	if err := idx.verify(s.f, *vbuf); err != nil {
+	if err := ends.verify(s.f, buf[:]); err != nil {
 		return err
 	}
-	lastOff, lastPos := idx.entry(idx.len() - 1)
+	s.unchecked = n > 2
+	lastOff, lastPos := idx.entry(n - 1)
 	first := s.idx
 	s.idx = index{} // scanAll must not append to a mapped index
 	s.next = lastOff
