@@ -106,8 +106,14 @@ func (c *conn) fillLocked() int {
 			dv.msg.unref()
 		}
 	}
-	if !sess.fullSince.IsZero() && sess.queue.len() < s.opts.MaxQueuedMessages && int64(sess.queuedBytes) < s.maxQueuedBytes.Load() {
-		sess.fullSince = time.Time{}
+	if sess.fullSince != 0 && sess.queue.len() < s.opts.MaxQueuedMessages && int64(sess.queuedBytes) < s.maxQueuedBytes.Load() {
+		sess.fullSince = 0
+	}
+	if w.msgs > 0 {
+		sess.sentAt = now
+	}
+	if (sess.drained != nil || sess.stalled) && !sess.behindLocked() {
+		sess.caughtUpLocked() // publishers pausing on it go on (stall.go)
 	}
 	return len(w.vec)
 }
@@ -182,6 +188,13 @@ func (c *conn) encodePublishLocked(dst []byte, d *delivery, dup bool, now int64)
 		}
 		if m.stored {
 			dst = addRemaining(dst, start, m.payLen)
+		}
+	} else if !v5 || m.props.none() {
+		// No properties to send: encoded in place, as cheap as copying a
+		// cached header and without touching the message's cache.
+		dst = appendBareHeader(dst, c.version, d.qos, m.topic, m.payloadLen())
+		if d.qos > 0 {
+			packet.SetPacketID(dst[start:], d.id)
 		}
 	} else {
 		h, err := m.header(c.version, d.qos)

@@ -25,7 +25,11 @@
 // acknowledged and then silently lost. A queue that is full drops the copy
 // for that subscriber only and counts it by DropReason; a connected client
 // whose queue stays full longer than SlowConsumerTimeout is disconnected
-// (0x97) and its QoS 1/2 messages stay queued in its session.
+// (0x97) and its QoS 1/2 messages stay queued in its session. A reader
+// whose every copy since its last flush went to subscribers behind (queue
+// half full) pauses up to stallWait for one of them to drain instead of
+// reading on to drop at their queues; never for a subscriber that is
+// stalled, and never when it fed one that keeps up (stall.go).
 //
 // A connection's output (its own acknowledgements, and deliveries of a
 // publish to at most inlineFanout subscribers) is gathered in the reader's

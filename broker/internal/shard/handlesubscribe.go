@@ -111,7 +111,7 @@ func (c *conn) queueRetained(filter string, opts topic.Options, now time.Time) {
 		if opts.SubscriptionID != 0 {
 			d.setSubIDs([]uint32{opts.SubscriptionID})
 		}
-		k, out := c.sess.enqueue(&d, now)
+		k, out, _ := c.sess.enqueue(&d, now)
 		if k != nil {
 			k.kick(packet.ErrQuotaExceeded)
 		}

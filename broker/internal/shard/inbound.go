@@ -107,6 +107,7 @@ func (c *conn) releaseInput() {
 		c.recordSent() // normally done by the outbox flush already
 		c.logAcked()
 		c.in.out.packets = 0
+		c.in.out.forgetQueued()
 		s.inbound.Put(c.in)
 		c.in = nil
 	}

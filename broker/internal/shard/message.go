@@ -98,6 +98,13 @@ func (pp *pubProps) full() packet.Properties {
 	}
 }
 
+// none reports whether there are no properties to send, by
+// packet.Properties' rule: a flag in Has, or a non-nil field.
+func (pp *pubProps) none() bool {
+	return pp.Has == 0 && pp.ContentType == nil && pp.ResponseTopic == nil && pp.CorrelationData == nil &&
+		len(pp.UserProperties) == 0
+}
+
 // forwarded returns the forwarded properties of src, aliasing its bytes.
 func forwarded(src *packet.Properties) pubProps {
 	return pubProps{
@@ -109,6 +116,36 @@ func forwarded(src *packet.Properties) pubProps {
 		CorrelationData: src.CorrelationData,
 		UserProperties:  src.UserProperties,
 	}
+}
+
+// appendBareHeader appends the PUBLISH header (fixed header, topic,
+// packet id 0 at QoS 1/2, MQTT 5's empty property length) of a message
+// that sends no properties: a 3.1.1 delivery, or an MQTT 5 one of a
+// message without forwarded properties (pubProps.none). Encoding it is
+// as cheap as copying a cached header (message.header), which only
+// messages with properties keep. topic is at most 65,535 bytes and the
+// remaining length within 268,435,455, as a decoded PUBLISH has them.
+func appendBareHeader(dst []byte, version, qos byte, topic []byte, payloadLen int) []byte {
+	n := 2 + len(topic) + payloadLen
+	if qos > 0 {
+		n += 2
+	}
+	if version == packet.Version5 {
+		n++ // Property Length 0
+	}
+	dst = append(dst, byte(packet.TypePublish)<<4|qos<<1)
+	for ; n >= 0x80; n >>= 7 {
+		dst = append(dst, byte(n)|0x80)
+	}
+	dst = append(dst, byte(n), byte(len(topic)>>8), byte(len(topic)))
+	dst = append(dst, topic...)
+	if qos > 0 {
+		dst = append(dst, 0, 0)
+	}
+	if version == packet.Version5 {
+		dst = append(dst, 0)
+	}
+	return dst
 }
 
 // headerReserve is the room newMessage leaves for two cached headers.

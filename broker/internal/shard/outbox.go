@@ -1,5 +1,7 @@
 package shard
 
+import "time"
+
 // outbox collects, for one connection's reader, the connections that have
 // output from the packets it is handling (its own acknowledgements, its
 // deliveries to a few subscribers), and flushes them when the reader runs
@@ -11,6 +13,12 @@ type outbox struct {
 	conns   [outboxSize]*conn
 	n       int
 	packets int // packets handled since the last flush
+	// For the reader's pause (stall.go): the copies queued since the
+	// last flush, how many of them for subscribers behind, the last of
+	// those, and the reader's pause timer.
+	queued, behind int
+	lag            *session
+	timer          *time.Timer
 }
 
 const (

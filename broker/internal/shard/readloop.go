@@ -53,8 +53,15 @@ func (c *conn) readPackets() (sendWill, drain, parked bool) {
 		if c.kicked.Load() {
 			return true, true, false // after the deadline: kick moved it to now
 		}
-		if in := c.in; in != nil && in.out.n > 0 && (in.out.packets >= outboxPackets || !c.rd.Ready()) {
-			c.flushOut() // before waiting for input, or after a long burst
+		if in := c.in; in != nil && (in.out.packets >= outboxPackets || !c.rd.Ready()) {
+			if in.out.n > 0 {
+				c.flushOut() // before waiting for input, or after a long burst
+			} else {
+				in.out.packets = 0
+			}
+			if in.out.queued > 0 {
+				c.pauseForLagging() // all it queued went to subscribers behind: stall.go
+			}
 		}
 		if c.rd.Buffered() == 0 {
 			c.slab.release() // about to wait: an idle connection holds no chunk

@@ -90,7 +90,7 @@ func (s *Shard) attach(c *conn, clean bool, expiry uint32, ack *packet.Connack) 
 		sess.online.Store(true)
 		sess.gen++
 		sess.expiry = expiry
-		sess.fullSince = time.Time{}
+		sess.fullSince = 0
 		// A reconnect before the Will Delay Interval cancels the will
 		// [MQTT-3.1.3-9]; the session is no longer expiring.
 		sess.pendingWill = nil
@@ -160,6 +160,7 @@ func (s *Shard) detach(c *conn, sendWill bool) {
 	}
 	sess.conn = nil
 	sess.online.Store(false)
+	sess.caughtUpLocked() // no reader pauses for a client gone (stall.go)
 	sess.endAllTracesLocked("connection closed before the acknowledgement")
 	sess.expiry, _ = s.capExpiry(sess.expiry) // a cap lowered while it was connected
 	expiry := sess.expiry
@@ -272,6 +273,7 @@ func (s *Shard) publishAt(m *message, matches *topic.Matches, out *outbox, now t
 		m.trace.routed = time.Now()
 	}
 	s.tree.Match(m.topic, m.publisher, matches)
+	track := out // a reader notes whom it queued for, however wide (stall.go)
 	if len(matches.Deliveries) > inlineFanout {
 		out = nil
 	}
@@ -292,7 +294,10 @@ func (s *Shard) publishAt(m *message, matches *topic.Matches, out *outbox, now t
 		if len(md.SubscriptionIDs) > 0 {
 			d.setSubIDs(md.SubscriptionIDs)
 		}
-		k, w := sess.enqueue(&d, now)
+		k, w, behind := sess.enqueue(&d, now)
+		if track != nil {
+			track.noteQueued(sess, behind)
+		}
 		if k != nil && nk < len(kicks) {
 			kicks[nk] = k
 			nk++

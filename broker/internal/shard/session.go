@@ -90,7 +90,7 @@ type session struct {
 	awaitingRel map[uint16]uint64
 	relAt       map[uint16]uint64
 	q2pos       uint64
-	fullSince   time.Time               // when the queue first hit its limit; zero if not full
+	fullSince   int64                   // when the queue first hit its limit, Unix nanoseconds; 0 if not full
 	dropped     *[numDropReasons]uint64 // undelivered copies by reason; nil until the first
 	// subsRevoked counts the subscriptions dropped on resume because the
 	// resuming connection's ACL no longer covers them.
@@ -105,11 +105,18 @@ type session struct {
 	// with the session); dirty means it may have moved.
 	cursor      uint64
 	dirty       bool
+	stalled     bool // see drained
 	willTimer   *time.Timer
 	expiryTimer *time.Timer
 	// traced are the traced QoS 1/2 copies inflight, by packet id, until
 	// their PUBACK or PUBCOMP ends their delivery span (trace.go).
 	traced map[uint16]tracedDelivery
+	// drained is closed once the queue is back under half its bounds,
+	// for the readers of publishers pausing on it; stalled marks a queue
+	// that stayed behind through a whole pause: no reader pauses on it
+	// again until it drains (stall.go).
+	drained chan struct{}
+	sentAt  int64 // when the writer last took queued messages, Unix nanoseconds
 }
 
 func newSession(s *Shard, id topic.SubscriberID, clientID string) *session {
@@ -147,8 +154,9 @@ func (sess *session) putAwaitingRelLocked(id uint16, off uint64) {
 // bounds that ring; Retention does). It returns a connection to disconnect as a slow
 // consumer, if the queue has stayed full past the limit, and the
 // connection that now has output, which the caller must wake (or write
-// for, conn.writeInline).
-func (sess *session) enqueue(d *delivery, now time.Time) (kick, out *conn) {
+// for, conn.writeInline), and whether the session's connected client is
+// behind (its queue at least half full, or full: stall.go).
+func (sess *session) enqueue(d *delivery, now time.Time) (kick, out *conn, behind bool) {
 	s := sess.shard
 	size := d.msg.size
 	sess.mu.Lock()
@@ -156,14 +164,14 @@ func (sess *session) enqueue(d *delivery, now time.Time) (kick, out *conn) {
 	if c == nil && d.qos == 0 {
 		sess.dropLocked(DropOffline)
 		sess.mu.Unlock()
-		return nil, nil
+		return nil, nil, false
 	}
 	if c == nil && d.msg.off != 0 {
 		// Offline: keep an offset into the log, not the message. No count
 		// bounds it: the log's retention does (pushStoredLocked).
 		sess.pushStoredLocked(d.storedEntry())
 		sess.mu.Unlock()
-		return nil, nil
+		return nil, nil, false
 	}
 	if sess.queue.len() >= s.opts.MaxQueuedMessages || int64(sess.queuedBytes+size) > s.maxQueuedBytes.Load() {
 		// A persistent session's logged message is not dropped for a full
@@ -177,17 +185,17 @@ func (sess *session) enqueue(d *delivery, now time.Time) (kick, out *conn) {
 			sess.deadLetterLocked(DropQueueFull, d.msg, d.qos)
 		}
 		if c != nil {
-			if sess.fullSince.IsZero() {
-				sess.fullSince = now
-			} else if now.Sub(sess.fullSince) > s.opts.SlowConsumerTimeout {
+			if sess.fullSince == 0 {
+				sess.fullSince = now.UnixNano()
+			} else if now.UnixNano()-sess.fullSince > int64(s.opts.SlowConsumerTimeout) {
 				kick = c
 			}
 		}
 		sess.mu.Unlock()
 		if spilled && kick == nil {
-			return nil, c
+			return nil, c, c != nil
 		}
-		return kick, nil
+		return kick, nil, c != nil
 	}
 	if m := d.msg; m.chunk != nil && (c == nil || sess.queue.sparse(m.chunk)) {
 		d.msg = m.own() // it may wait long: hold no more slab chunks
@@ -195,8 +203,9 @@ func (sess *session) enqueue(d *delivery, now time.Time) (kick, out *conn) {
 	d.msg.ref() // the queue entry's (msgbuf.go)
 	sess.queue.push(*d)
 	sess.queuedBytes += size
+	behind = c != nil && sess.behindLocked()
 	sess.mu.Unlock()
-	return nil, c
+	return nil, c, behind
 }
 
 // dropLocked counts one undelivered copy.

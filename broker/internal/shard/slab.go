@@ -49,7 +49,12 @@ const (
 // still buffered after it.
 func (sl *slab) newMessage(p *packet.Publish, topicName []byte, now time.Time, publisher topic.SubscriberID, more int) *message {
 	n, propBytes := copySize(topicName, p.Payload, &p.Props)
-	need := n + headerReserve(len(topicName), propBytes)
+	need := n
+	if p.Props.Has&forwardedProps != 0 || propBytes > 0 {
+		// Only a message with properties caches headers (message.header);
+		// the others' are encoded per delivery (appendBareHeader).
+		need += headerReserve(len(topicName), propBytes)
+	}
 	nup := len(p.Props.UserProperties)
 	if need > slabMaxCopy || nup > slabMaxProps {
 		return sl.pool.newMessage(p, topicName, now, publisher)

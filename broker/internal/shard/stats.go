@@ -56,7 +56,12 @@ type Stats struct {
 	// SubscriptionsRevoked counts subscriptions dropped when a session
 	// was resumed by a connection whose ACL no longer covers them.
 	SubscriptionsRevoked uint64
-	Uptime               time.Duration
+	// PublisherPauses counts the pauses of publishers' readers for
+	// subscribers behind (stall.go); PublisherPausesStalled those that
+	// ended with the subscriber still behind, marked stalled.
+	PublisherPauses        uint64
+	PublisherPausesStalled uint64
+	Uptime                 time.Duration
 }
 
 // SessionStats is the state of one session.
@@ -107,15 +112,17 @@ func (t *Traffic) addBytesOut(n uint64) {
 
 // counters are the shard-wide atomic counters.
 type counters struct {
-	connected   atomic.Int64
-	connections atomic.Int64
-	msgsIn      atomic.Uint64
-	msgsAccept  atomic.Uint64 // Stats.MessagesAccepted
-	msgsOut     atomic.Uint64
-	bytesIn     atomic.Uint64
-	bytesOut    atomic.Uint64
-	drops       [numDropReasons]atomic.Uint64
-	subsRevoked atomic.Uint64
+	connected     atomic.Int64
+	connections   atomic.Int64
+	msgsIn        atomic.Uint64
+	msgsAccept    atomic.Uint64 // Stats.MessagesAccepted
+	msgsOut       atomic.Uint64
+	bytesIn       atomic.Uint64
+	bytesOut      atomic.Uint64
+	drops         [numDropReasons]atomic.Uint64
+	subsRevoked   atomic.Uint64
+	pauses        atomic.Uint64 // Stats.PublisherPauses
+	pausesStalled atomic.Uint64 // Stats.PublisherPausesStalled
 }
 
 func (c *counters) snapshot() Stats {
@@ -129,7 +136,9 @@ func (c *counters) snapshot() Stats {
 		BytesOut:         c.bytesOut.Load(),
 		Dropped:          make(map[string]uint64, numDropReasons),
 
-		SubscriptionsRevoked: c.subsRevoked.Load(),
+		SubscriptionsRevoked:   c.subsRevoked.Load(),
+		PublisherPauses:        c.pauses.Load(),
+		PublisherPausesStalled: c.pausesStalled.Load(),
 	}
 	for r := range c.drops {
 		st.Dropped[DropReason(r).String()] = c.drops[r].Load()
