@@ -12,7 +12,7 @@ DEV     := infra/dev
 export BERTH_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:$(or $(BERTH_PG_PORT),54329)/postgres?sslmode=disable
 export BERTH_TEST_REDIS_URL    ?= redis://127.0.0.1:$(or $(BERTH_REDIS_PORT),63790)/0
 
-.PHONY: help run test lint bench bench-repl bench-idle bench-micro bench-backlog bench-replay crash-qos1 crash-qos2 replica-idle replica-crash fault fault-repl fuzz dev-up dev-down build images clean web web-deps web-perf
+.PHONY: help run test lint bench bench-repl bench-idle bench-micro bench-backlog bench-replay crash-qos1 crash-qos2 replica-idle replica-crash fault fault-flood fault-repl fuzz dev-up dev-down build images clean web web-deps web-perf
 
 help: ## show this help
 	@echo "Berth: multi-tenant hosted MQTT."
@@ -63,6 +63,10 @@ replica-crash: ## 10 SIGKILLs of the leader process of 3 replica node processes 
 
 fault: dev-up ## the e2e fault suite, its node-crash loop at FAULT_CYCLES (default 50) SIGKILLs
 	BERTH_FAULT_CYCLES=$(or $(FAULT_CYCLES),50) $(GO) test -race -count=1 -timeout 30m -run TestFault -v ./e2e/
+
+fault-flood: dev-up ## the connect flood in FLOOD_ROUNDS (default 10) rounds of alone, flood, FLOOD_FOR (default 3s) each, p50/p99 per round and pooled; FLOOD_COMPARE=<gateway binary> alternates another build (root; no -race)
+	BERTH_FLOOD_ROUNDS=$(or $(FLOOD_ROUNDS),10) BERTH_FLOOD_FOR=$(or $(FLOOD_FOR),3s) BERTH_FLOOD_COMPARE_GATEWAY=$(FLOOD_COMPARE) \
+		$(GO) test -count=1 -timeout 60m -run 'TestFaultConnectFlood$$' -v ./e2e/
 
 fault-repl: dev-up ## the replication e2e cases (3 node processes via the gateway: leader SIGKILL, SIGSTOP, drain), REPL_CYCLES (default 10) leader kills; make test runs 3
 	BERTH_REPL_CYCLES=$(or $(REPL_CYCLES),10) $(GO) test -race -count=1 -timeout 30m -run TestReplication -v ./e2e/

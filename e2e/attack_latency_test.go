@@ -32,6 +32,7 @@ type latencyProbe struct {
 type latencyResult struct {
 	n        int
 	p50, p99 time.Duration
+	lat      []time.Duration // every sample, sorted
 }
 
 // newLatencyProbe connects publishers clients of credential c and one
@@ -148,7 +149,7 @@ func (p *latencyProbe) run(t *testing.T, phase string, d, interval time.Duration
 	}
 	lat := slices.Clone(p.lat)
 	slices.Sort(lat)
-	return latencyResult{n: len(lat), p50: percentile(lat, 0.50), p99: percentile(lat, 0.99)}
+	return latencyResult{n: len(lat), p50: percentile(lat, 0.50), p99: percentile(lat, 0.99), lat: lat}
 }
 
 // percentile is the nearest-rank q-quantile of sorted.

@@ -23,12 +23,19 @@ import (
 // floodSources addresses of its own.
 const floodCPU = 1.0 // the flooder's CPU budget, in cores
 
+// floodSourceSets is how many sets of floodSources addresses fit the
+// veth's /24 (from .10 on).
+const floodSourceSets = 240 / floodSources
+
 // floodNet is the flood's network namespace and the addresses on both
 // ends of its veth.
 type floodNet struct {
-	ns      string
-	hostIP  string   // this namespace's end: the gateway listens here
-	sources []string // the namespace's end: the flood connects from these
+	ns     string
+	hostIP string // this namespace's end: the gateway listens here
+	// The namespace's end: sets of floodSources addresses, a flood
+	// connects from one set (a fresh one for each flood of a long run, so
+	// that each meets the gateway's limits as a new flood would).
+	sources [][]string
 }
 
 // run is a command that must succeed.
@@ -40,9 +47,10 @@ func run(t *testing.T, name string, args ...string) {
 }
 
 // newFloodNet creates a network namespace and a veth pair on a /24 of
-// 10.253.0.0/16 that no interface here uses yet; it deletes the namespace
-// (and with it the pair) when the test ends.
-func newFloodNet(t *testing.T) *floodNet {
+// 10.253.0.0/16 that no interface here uses yet, with sets (at most
+// floodSourceSets) of floodSources addresses on the namespace's end; it
+// deletes the namespace (and with it the pair) when the test ends.
+func newFloodNet(t *testing.T, sets int) *floodNet {
 	t.Helper()
 	needRoot(t, "the connect flood's network namespace")
 	var b [3]byte
@@ -73,10 +81,14 @@ func newFloodNet(t *testing.T) *floodNet {
 	run(t, "ip", "addr", "add", n.hostIP+"/24", "dev", host)
 	run(t, "ip", "link", "set", host, "up")
 	in := func(args ...string) { run(t, "ip", append([]string{"-n", n.ns}, args...)...) }
-	for i := range floodSources {
-		ip := fmt.Sprintf("10.253.%d.%d", subnet, 10+i)
-		in("addr", "add", ip+"/24", "dev", peer)
-		n.sources = append(n.sources, ip)
+	for set := range min(max(sets, 1), floodSourceSets) {
+		var ips []string
+		for i := range floodSources {
+			ip := fmt.Sprintf("10.253.%d.%d", subnet, 10+set*floodSources+i)
+			in("addr", "add", ip+"/24", "dev", peer)
+			ips = append(ips, ip)
+		}
+		n.sources = append(n.sources, ips)
 	}
 	in("link", "set", "lo", "up")
 	in("link", "set", peer, "up")
@@ -146,11 +158,11 @@ func newCPUCgroup(t *testing.T, cores float64) *cpuCgroup {
 
 // startFlood starts the flooder bin in cg (the shell moves itself in
 // before exec, so nothing of the flooder runs outside it) and in n's
-// namespace, flooding addr. wait returns its counts once it has ended.
-func startFlood(t *testing.T, bin string, n *floodNet, cg *cpuCgroup, addr string) (wait func() floodCounts) {
+// namespace, flooding addr from sources (one of n's sets). wait returns its counts once it has ended.
+func startFlood(t *testing.T, bin string, n *floodNet, cg *cpuCgroup, addr string, sources []string, floodFor time.Duration) (wait func() floodCounts) {
 	t.Helper()
 	cmd := exec.Command("sh", "-c", `echo $$ > "$0" && exec ip netns exec "$1" "$2" -addr "$3" -sources "$4" -rate "$5" -for "$6" -workers "$7" -dial-timeout "$8"`,
-		cg.procs, n.ns, bin, addr, strings.Join(n.sources, ","), strconv.Itoa(floodRate), floodFor.String(), strconv.Itoa(floodWorkers), floodDialTimeout.String())
+		cg.procs, n.ns, bin, addr, strings.Join(sources, ","), strconv.Itoa(floodRate), floodFor.String(), strconv.Itoa(floodWorkers), floodDialTimeout.String())
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Start(); err != nil {

@@ -43,6 +43,9 @@ type Options struct {
 	// i's (a later flag wins over the stack's own).
 	NodeArgs    []string
 	GatewayArgs [][]string
+	// GatewayBins[i], when set, is gateway i's program instead of the
+	// one built from this tree: another build of it, to compare.
+	GatewayBins []string
 	// Stripe runs the API with payment through Stripe's stripe-mock
 	// (testenv.StripeURL) and a webhook signing secret of its own
 	// (Stack.StripeWebhookSecret); StartBilling's workers get the same
@@ -203,6 +206,9 @@ func New(t testing.TB, bins Binaries, opts Options) *Stack {
 		}, tlsArgs...)
 		if i < len(opts.GatewayArgs) {
 			g.args = append(g.args, opts.GatewayArgs[i]...)
+		}
+		if i < len(opts.GatewayBins) && opts.GatewayBins[i] != "" {
+			g.bin = opts.GatewayBins[i]
 		}
 		g.env = []string{"DATABASE_URL=" + s.DatabaseURL, "REDIS_URL=" + s.RedisURL, "BERTH_PROXY_SECRET=" + s.ProxySecret}
 		g.Proc = Start(t, g.ID, g.bin, g.args, g.env)

@@ -63,6 +63,7 @@ func (g *Gateway) serve(s *session, c net.Conn, tlsConf *tls.Config, start time.
 	cancel()
 	if err != nil {
 		g.tlsHandshakeFailed()
+		g.sourceFailed(sourceOf(s.remoteAddr()), time.Now())
 		return
 	}
 	g.handle(s, tc, start, KindTLS, tc.ConnectionState().ServerName, pend)

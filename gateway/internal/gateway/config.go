@@ -52,6 +52,14 @@ type Config struct {
 	// kernel (package synfilter), before a SYN-ACK or an accept; off
 	// behind a load balancer, and off (logged) without CAP_BPF.
 	SYNFilter bool
+	// FloodCooldown is how long a source is refused once its CONNECTs
+	// keep failing for its own fault (bad token, malformed, timed out)
+	// faster than a quarter of its per-IP rate, past a quarter of its
+	// burst: its SYNs are
+	// dropped in the kernel (or its connections reset at accept) for that
+	// long, and then it gets its rate without a fresh burst (cooldown.go).
+	// 0 turns it off.
+	FloodCooldown time.Duration
 	// BehindLoadBalancer: devices reach the gateway through a load
 	// balancer that hides their addresses (SNAT), so every connection's
 	// source is the balancer's. Turns the SYN filter off.
@@ -107,6 +115,7 @@ func DefaultConfig() Config {
 		AcceptBurst:             4000,
 		MaxPendingPerIP:         64,
 		SYNFilter:               true,
+		FloodCooldown:           30 * time.Second,
 		ProxyProtocolTimeout:    5 * time.Second,
 		ProxyProtocolMaxWaiting: 1024,
 		DefaultMaxConnections:   1000,
@@ -145,6 +154,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.AcceptBurst, "accept-burst", c.AcceptBurst, "global accept burst")
 	fs.IntVar(&c.MaxPendingPerIP, "max-pending-per-ip", c.MaxPendingPerIP, "connections per client IPv4 address or IPv6 /64 not yet authenticated; more are closed at accept")
 	fs.BoolVar(&c.SYNFilter, "syn-filter", c.SYNFilter, "drop SYNs over -per-ip-rate/-per-ip-burst per source in the kernel (eBPF; needs CAP_BPF or root, else off with an INFO line)")
+	fs.DurationVar(&c.FloodCooldown, "flood-cooldown", c.FloodCooldown, "refuse a source for this long once its CONNECTs keep failing (bad token, malformed, timeout) faster than -per-ip-rate/4, past -per-ip-burst/4; 0 disables")
 	fs.BoolVar(&c.BehindLoadBalancer, "behind-load-balancer", c.BehindLoadBalancer, "devices connect through a load balancer that hides their addresses (SNAT): turns -syn-filter off")
 	fs.StringVar(&c.ProxyProtocolFrom, "proxy-protocol-from", c.ProxyProtocolFrom, "load balancers (CIDR[,CIDR]) whose connections must start with a PROXY protocol v1 or v2 header naming the device; limits and logs then use the device's address; turns -syn-filter off")
 	fs.DurationVar(&c.ProxyProtocolTimeout, "proxy-protocol-timeout", c.ProxyProtocolTimeout, "how long a -proxy-protocol-from connection may take to send its PROXY header")
@@ -213,6 +223,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PerIPRate <= 0 || c.PerIPBurst < 1 || c.AcceptRate <= 0 || c.AcceptBurst < 1 {
 		errs = append(errs, errors.New("rates and bursts must be positive"))
+	}
+	if c.FloodCooldown < 0 {
+		errs = append(errs, errors.New("-flood-cooldown must not be negative"))
 	}
 	if c.MaxPendingPerIP < 1 {
 		errs = append(errs, errors.New("-max-pending-per-ip must be at least 1"))

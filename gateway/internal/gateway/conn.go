@@ -120,7 +120,7 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport
 	client.SetDeadline(deadline)
 	ctx, cancel := context.WithDeadline(g.connCtx, deadline)
 	defer cancel()
-	ct := connTrace{start: start, transport: transport}
+	ct := connTrace{start: start, transport: transport, source: sourceOf(remote)}
 	ct.enter(phaseParse, time.Now())
 
 	raw, fh, body, err := readConnect(client, g.cfg.MaxConnectSize)
@@ -305,6 +305,7 @@ func (g *Gateway) sniSlug(sni string) (string, bool) {
 func (g *Gateway) refuse(c net.Conn, log *slog.Logger, ct *connTrace, r refusal, cause error) {
 	failed := time.Now()
 	g.m.refusals.WithLabelValues(ct.tenant, r.label).Inc()
+	g.refusedSource(ct.source, r, failed)
 	if g.refuseLog.allow(failed) {
 		log.Info("connect refused", "reason", r.label, "err", cause)
 	}

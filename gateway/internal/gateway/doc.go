@@ -12,9 +12,11 @@
 //	   │        load balancer or without CAP_BPF; detached from each admitted conn
 //	   ▼
 //	accept ──▶ global accept rate, per-IP connect rate,  (before any TLS/MQTT work)
-//	   │        pending connections per source ≤ MaxPendingPerIP
+//	   │        pending connections per source ≤ MaxPendingPerIP, a source in
+//	   │        cool-down (cooldown.go: its CONNECTs kept failing; held in the
+//	   │        kernel too, berth_gateway_flood_cooldowns_total)
 //	   │        refused: reset at once (RST, SO_LINGER 0: no TIME_WAIT), unread, counted
-//	   │        (berth_gateway_rate_limited_total{scope=global|ip|pending}); the pending
+//	   │        (berth_gateway_rate_limited_total{scope=global|ip|cooldown|pending}); the pending
 //	   │        cap logs one Warn per 10 s, then a summary of the lines not logged
 //	   │        From a ProxyProtocolFrom balancer (balancer.go): the global rate and
 //	   │        ≤ ProxyProtocolMaxWaiting waiting for a header (scope=proxy_header)

@@ -52,6 +52,7 @@ type Gateway struct {
 	// MaxPendingPerIP, refuseLog those about refused CONNECTs.
 	pendLog   *quietLog
 	refuseLog *quietLog
+	coolLog   *quietLog // sources put in cool-down (cooldown.go)
 	bufs      *bufPool
 	tls       *tls.Config       // nil without a certificate
 	syn       *synfilter.Filter // the kernel SYN filter; nil when off
@@ -141,6 +142,8 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 			"connections refused: too many pending from one source; lines not logged", pendLogEvery, 1),
 		refuseLog: newQuietLog(d.Logger, slog.LevelInfo,
 			"connect refused; lines not logged", refuseLogEvery, refuseLogBurst),
+		coolLog: newQuietLog(d.Logger, slog.LevelWarn,
+			"sources refused for a cool-down; lines not logged", coolLogEvery, 1),
 		bufs:     newBufPool(),
 		tr:       d.Tracer.Tracer(tracerName),
 		sessions: map[*session]struct{}{},
@@ -356,6 +359,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.loops.Wait()
 	g.pendLog.stop() // the summaries still due
 	g.refuseLog.stop()
+	g.coolLog.stop()
 	if g.syn != nil {
 		g.syn.Close()
 	}

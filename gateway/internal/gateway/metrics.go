@@ -11,7 +11,8 @@ type metrics struct {
 	connects    *prometheus.CounterVec   // tenant_id, transport (tcp, tls, ws, wss)
 	refusals    *prometheus.CounterVec   // tenant_id, reason
 	latency     *prometheus.HistogramVec // tenant_id: accept to CONNECT forwarded
-	rateLimited *prometheus.CounterVec   // scope: ip, global, pending, proxy_header
+	rateLimited *prometheus.CounterVec   // scope: ip, cooldown, global, pending, proxy_header
+	cooldowns   prometheus.Counter       // sources put in cool-down (cooldown.go)
 	active      prometheus.Gauge
 	pending     prometheus.Gauge // unauthenticated connections (pendingIPs)
 	revoked     prometheus.Counter
@@ -32,8 +33,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"tenant_id"}),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_gateway_rate_limited_total",
-			Help: "Connections closed at accept: by a rate limit (scope ip, global), the cap of pending connections per source (scope pending) or the cap of balancer connections waiting for their PROXY header (scope proxy_header).",
+			Help: "Connections closed at accept: by a rate limit (scope ip, global), a source's cool-down (scope cooldown), the cap of pending connections per source (scope pending) or the cap of balancer connections waiting for their PROXY header (scope proxy_header).",
 		}, []string{"scope"}),
+		cooldowns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "berth_gateway_flood_cooldowns_total",
+			Help: "Sources refused for -flood-cooldown because their CONNECTs kept failing (bad token, malformed, timeout) over a quarter of their per-IP rate and burst.",
+		}),
 		active: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "berth_gateway_active_connections", Help: "Connections being served (handshaking or relayed).",
 		}),
@@ -44,6 +49,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "berth_gateway_revoked_disconnects_total", Help: "Live connections closed because their credential was revoked.",
 		}),
 	}
-	reg.MustRegister(m.connects, m.refusals, m.latency, m.rateLimited, m.active, m.pending, m.revoked)
+	reg.MustRegister(m.connects, m.refusals, m.latency, m.rateLimited, m.cooldowns, m.active, m.pending, m.revoked)
 	return m
 }

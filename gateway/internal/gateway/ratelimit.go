@@ -21,22 +21,35 @@ type admission struct {
 	global *rate.Limiter
 	perIP  rate.Limit
 	burst  int
+	// A source's failed CONNECTs (cooldown.go) fill a bucket of failRate
+	// and failBurst; over it, the source is refused for cooldown.
+	failRate  rate.Limit
+	failBurst int
+	cooldown  time.Duration
 
 	mu  sync.Mutex
 	ips map[netip.Prefix]*ipLimiter
 }
 
 type ipLimiter struct {
-	lim  *rate.Limiter
-	seen time.Time
+	lim   *rate.Limiter
+	seen  time.Time
+	fails *rate.Limiter // nil until the source's first failed CONNECT
+	until time.Time     // in cool-down before this
+	// cooled: a cool-down began since the rate limiter last took from
+	// it; its bucket is emptied at the next attempt after it.
+	cooled bool
 }
 
 func newAdmission(cfg *Config) *admission {
 	return &admission{
-		global: rate.NewLimiter(rate.Limit(cfg.AcceptRate), cfg.AcceptBurst),
-		perIP:  rate.Limit(cfg.PerIPRate),
-		burst:  cfg.PerIPBurst,
-		ips:    map[netip.Prefix]*ipLimiter{},
+		global:    rate.NewLimiter(rate.Limit(cfg.AcceptRate), cfg.AcceptBurst),
+		perIP:     rate.Limit(cfg.PerIPRate),
+		burst:     cfg.PerIPBurst,
+		failRate:  rate.Limit(cfg.PerIPRate / 4),
+		failBurst: max(cfg.PerIPBurst/4, 1),
+		cooldown:  cfg.FloodCooldown,
+		ips:       map[netip.Prefix]*ipLimiter{},
 	}
 }
 
@@ -45,34 +58,74 @@ func newAdmission(cfg *Config) *admission {
 func (a *admission) allowGlobal(now time.Time) bool { return a.global.AllowN(now, 1) }
 
 // allowIP reports whether a new connection from ip is within the rate of
-// its source (sourceKey): addresses of one IPv6 /64 share a bucket. An
-// invalid ip (not an IP connection) is not limited.
-func (a *admission) allowIP(ip netip.Addr, now time.Time) bool {
+// its source (sourceKey), and the source not in cool-down (cooling):
+// addresses of one IPv6 /64 share a bucket. An invalid ip (not an IP
+// connection) is not limited.
+func (a *admission) allowIP(ip netip.Addr, now time.Time) (ok, cooling bool) {
 	src := sourceKey(ip)
 	if !src.IsValid() {
-		return true
+		return true, false
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	l, ok := a.ips[src]
-	if !ok {
-		if len(a.ips) >= maxTrackedIPs {
-			a.sweepLocked(now)
-		}
-		l = &ipLimiter{lim: rate.NewLimiter(a.perIP, a.burst)}
-		if len(a.ips) < maxTrackedIPs {
-			a.ips[src] = l
+	l := a.limiterLocked(src, now)
+	l.seen = now
+	if now.Before(l.until) {
+		return false, true
+	}
+	if l.cooled { // after a cool-down: the rate, not a fresh burst
+		l.cooled = false
+		if n := int(l.lim.TokensAt(now)); n > 0 {
+			l.lim.AllowN(now, n)
 		}
 	}
-	l.seen = now
-	return l.lim.AllowN(now, 1)
+	return l.lim.AllowN(now, 1), false
 }
 
-// sweepLocked drops limiters idle long enough to have refilled their burst.
+// limiterLocked is src's entry, made when new: past maxTrackedIPs an
+// untracked one, so the source shares the global limit only.
+func (a *admission) limiterLocked(src netip.Prefix, now time.Time) *ipLimiter {
+	if l, ok := a.ips[src]; ok {
+		return l
+	}
+	if len(a.ips) >= maxTrackedIPs {
+		a.sweepLocked(now)
+	}
+	l := &ipLimiter{lim: rate.NewLimiter(a.perIP, a.burst)}
+	if len(a.ips) < maxTrackedIPs {
+		a.ips[src] = l
+	}
+	return l
+}
+
+// failed counts a CONNECT of src refused for the client's own fault and
+// reports whether it put src in cool-down: its failures outran failRate
+// past failBurst. Off (false) when cooldown is 0.
+func (a *admission) failed(src netip.Prefix, now time.Time) bool {
+	if a.cooldown <= 0 || !src.IsValid() {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l := a.limiterLocked(src, now)
+	l.seen = now
+	if l.fails == nil {
+		l.fails = rate.NewLimiter(a.failRate, a.failBurst)
+	}
+	if now.Before(l.until) || l.fails.AllowN(now, 1) {
+		return false
+	}
+	l.until, l.cooled = now.Add(a.cooldown), true
+	l.fails = rate.NewLimiter(a.failRate, a.failBurst) // a fresh count after the cool-down
+	return true
+}
+
+// sweepLocked drops limiters idle long enough to have refilled their
+// burst, and out of cool-down.
 func (a *admission) sweepLocked(now time.Time) {
 	idle := time.Duration(float64(a.burst)/float64(a.perIP)*float64(time.Second)) + time.Second
 	for src, l := range a.ips {
-		if now.Sub(l.seen) > idle {
+		if now.Sub(l.seen) > idle && !now.Before(l.until) {
 			delete(a.ips, src)
 		}
 	}
@@ -115,8 +168,12 @@ func (g *Gateway) admitGlobal(c net.Conn, now time.Time) bool {
 // source is from: c's own address, or the device's that a balancer's
 // PROXY header named (balancer.go).
 func (g *Gateway) admitSource(c net.Conn, from net.Addr, now time.Time) (*pendingSlot, bool) {
-	if !g.adm.allowIP(addrPort(from).Addr(), now) {
-		g.m.rateLimited.WithLabelValues("ip").Inc()
+	if ok, cooling := g.adm.allowIP(addrPort(from).Addr(), now); !ok {
+		scope := "ip"
+		if cooling {
+			scope = "cooldown"
+		}
+		g.m.rateLimited.WithLabelValues(scope).Inc()
 		reset(c)
 		return nil, false
 	}

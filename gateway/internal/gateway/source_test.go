@@ -31,11 +31,11 @@ func TestPerIPRateBySource(t *testing.T) {
 		{"192.0.2.2", true}, // IPv4 addresses are apart
 	}
 	for _, s := range steps {
-		if got := a.allowIP(netip.MustParseAddr(s.addr), now); got != s.want {
+		if got, _ := a.allowIP(netip.MustParseAddr(s.addr), now); got != s.want {
 			t.Errorf("allowIP(%s) = %v, want %v", s.addr, got, s.want)
 		}
 	}
-	if got := a.allowIP(netip.Addr{}, now); !got {
+	if got, _ := a.allowIP(netip.Addr{}, now); !got {
 		t.Error("a connection without an IP address was limited")
 	}
 	if n := len(a.ips); n != 5 {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -73,6 +74,8 @@ type connTrace struct {
 	limit      int // the tenant's connection limit, once admission looked it up
 	limitKnown bool
 	node       string // the node's id (nodes.id)
+
+	source netip.Prefix // the device's source, which its refusals count against (cooldown.go)
 }
 
 // enter ends the current phase at t and begins p.

@@ -28,6 +28,9 @@
 // per source. Updates are not atomic across CPUs: two SYNs of one source
 // on two CPUs at once may both pass, so the bucket admits at most a few
 // more than its burst; the gateway's userspace limiters stay behind it.
+// Hold (the gateway's cool-down of a source whose CONNECTs keep failing)
+// writes a source's bucket from userspace: tat = now + d + burst ×
+// interval drops its every SYN for d, then passes one an interval.
 // A socket filter's return value is the number of bytes kept: a pass
 // must return at least the segment's length (tcp_filter trims to
 // max(TCP header, return value)), hence 0xffffffff, never 1.

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
 // MaxSources is how many sources the filter tracks at once; past it the
@@ -26,6 +28,8 @@ type Filter struct {
 	prog    *ebpf.Program
 	buckets *ebpf.Map
 	dropped *ebpf.Map
+	// The bucket's shape, for Hold.
+	interval, burst uint64
 }
 
 // New loads the filter for rate SYNs a second per source, and burst at
@@ -63,7 +67,7 @@ func New(rate float64, burst int) (*Filter, error) {
 		dropped.Close()
 		return nil, fmt.Errorf("synfilter: load program: %w", err)
 	}
-	return &Filter{prog: prog, buckets: buckets, dropped: dropped}, nil
+	return &Filter{prog: prog, buckets: buckets, dropped: dropped, interval: interval, burst: uint64(burst)}, nil
 }
 
 // Attach puts the filter on a listening TCP socket. The kernel refuses
@@ -89,6 +93,48 @@ func (f *Filter) Attach(ln syscall.Conn) error {
 // established connection.
 func Detach(c syscall.Conn) error {
 	return link.DetachSocketFilter(c)
+}
+
+// Hold drops every SYN of src (an IPv4 address or an IPv6 /64, as the
+// program keys them) for d from now, and leaves its bucket empty after
+// that: the source then gets its rate, not a fresh burst, until it has
+// been quiet long enough to refill. It replaces whatever the source's
+// bucket held.
+func (f *Filter) Hold(src netip.Prefix, d time.Duration) error {
+	key, ok := bucketKey(src)
+	if !ok || d < 0 {
+		return fmt.Errorf("synfilter: hold %v: not an IPv4 address or IPv6 /64", src)
+	}
+	var now unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil { // bpf_ktime_get_ns's clock
+		return fmt.Errorf("synfilter: hold: %w", err)
+	}
+	// A SYN passes once max(tat, now) + interval - now <= burst ×
+	// interval: tat = now + d + burst × interval drops every SYN for d,
+	// then one an interval.
+	tat := uint64(now.Nano()) + uint64(d) + f.burst*f.interval
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.closed {
+		return errors.New("synfilter: hold: closed")
+	}
+	if err := f.buckets.Put(key, tat); err != nil {
+		return fmt.Errorf("synfilter: hold %v: %w", src, err)
+	}
+	return nil
+}
+
+// bucketKey is the program's key for src: an IPv4 address as
+// ::ffff:a.b.c.d, an IPv6 /64 as its first 8 bytes and 8 zero bytes.
+func bucketKey(src netip.Prefix) ([16]byte, bool) {
+	a := src.Addr()
+	switch {
+	case a.Is4() && src.Bits() == 32:
+		return a.As16(), true // IPv4-mapped
+	case a.Is6() && !a.Is4In6() && src.Bits() == 64:
+		return src.Masked().Addr().As16(), true
+	}
+	return [16]byte{}, false
 }
 
 // Dropped is how many SYNs the filter has dropped, on every socket it is

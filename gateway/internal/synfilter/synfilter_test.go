@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"syscall"
 	"testing"
@@ -256,4 +257,67 @@ func protocol(t *testing.T, c syscall.Conn) int {
 		t.Fatal(gerr)
 	}
 	return p
+}
+
+// TestHold puts a source with tokens left on hold: its SYNs are dropped
+// at once, another source's are not, and once the hold is over it gets
+// through again at its rate, without a fresh burst.
+func TestHold(t *testing.T) {
+	// One token each 500 ms: over the 300 ms a dropped dial waits, so the
+	// first connect through after the hold leaves none for a second.
+	const rate, burst = 2, 5
+	f := newFilter(t, rate, burst)
+	addr := listen(t, f, "127.0.0.1:0").Addr().String()
+	if _, dropped := dial(t, "127.0.0.4", addr); dropped {
+		t.Fatal("the first connect was dropped")
+	}
+	const hold = time.Second
+	held := time.Now()
+	if err := f.Hold(netip.MustParsePrefix("127.0.0.4/32"), hold); err != nil {
+		t.Fatal(err)
+	}
+	if _, dropped := dial(t, "127.0.0.4", addr); !dropped {
+		t.Fatal("a held source's connect was answered, with 4 of its burst of 5 left")
+	}
+	if _, dropped := dial(t, "127.0.0.5", addr); dropped {
+		t.Fatal("another source's connect was dropped")
+	}
+	// Dial until it passes (each dropped try waits dropWait), bounded.
+	deadline := time.Now().Add(hold + 5*time.Second)
+	for {
+		c, dropped := dial(t, "127.0.0.4", addr)
+		if !dropped {
+			echo(t, c)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("127.0.0.4 still dropped %v after a hold of %v", time.Since(held), hold)
+		}
+	}
+	if since := time.Since(held); since < hold {
+		t.Fatalf("127.0.0.4 got through %v after a hold of %v", since, hold)
+	}
+	// Its bucket was left empty: the very next connect is over it.
+	if _, dropped := dial(t, "127.0.0.4", addr); !dropped {
+		t.Error("right after its hold a source got a second connect through at once: its burst refilled")
+	}
+	t.Logf("held for %v, through again after %v", hold, time.Since(held).Round(time.Millisecond))
+
+	for _, bad := range []string{"127.0.0.0/24", "2001:db8::/48", "2001:db8::1/128"} {
+		if err := f.Hold(netip.MustParsePrefix(bad), hold); err == nil {
+			t.Errorf("Hold(%s) = nil, want an error: not a source", bad)
+		}
+	}
+}
+
+// TestHoldIPv6 holds a /64: another address of it is held too.
+func TestHoldIPv6(t *testing.T) {
+	f := newFilter(t, 20, 5)
+	addr := listen(t, f, "[::1]:0").Addr().String()
+	if err := f.Hold(netip.MustParsePrefix("::/64"), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, dropped := dial(t, "::1", addr); !dropped {
+		t.Fatal("a connect from a held /64 was answered")
+	}
 }
