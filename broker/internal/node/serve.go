@@ -27,6 +27,12 @@ func (c *proxiedConn) RemoteAddr() net.Addr { return c.remote }
 // writes pass through unchanged.
 func (c *proxiedConn) NetConn() net.Conn { return c.Conn }
 
+// SetNetConn replaces the socket: the shard parks an idle connection
+// without its net.Conn and rebuilds one on the same socket when it wakes
+// (the shard's detach.go, which guards the calls), keeping this wrapper,
+// and so the connection's identity (End, the tenant's tracking).
+func (c *proxiedConn) SetNetConn(nc net.Conn) { c.Conn = nc }
+
 // serve runs one forwarded connection: verify the header, then hand the
 // connection to its tenant's shard until it ends. done is called once it
 // has ended and is closed: when serve returns, or later, on another
@@ -139,7 +145,7 @@ func (n *Node) serve(c net.Conn, done func()) {
 		t.untrack(info.CredentialID, pc)
 		limiter.close()
 		release()
-		_ = c.Close()
+		_ = pc.Close() // closed by the shard already; not c: the socket may have been rebuilt under pc
 		done()
 	})
 }

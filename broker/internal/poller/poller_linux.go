@@ -151,6 +151,21 @@ func (p *Poller) Arm(fd uintptr, key uint64, added bool) error {
 	return unix.EpollCtl(p.epfd, op, int(fd), &ev)
 }
 
+// Disarm takes fd out of the epoll set (EPOLL_CTL_DEL). Closing a socket
+// does that by itself only when its last descriptor closes: a socket
+// whose descriptor was duplicated (a parked connection that gave its
+// net.Conn back and kept a dup) must be disarmed before the descriptor
+// armed is closed, or its epoll item outlives the number, which another
+// socket may then get. As for Arm, the caller holds fd open.
+func (p *Poller) Disarm(fd uintptr) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return ErrClosed
+	}
+	return unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
+}
+
 // Close stops the poller; sockets still armed are never woken. It is
 // idempotent.
 func (p *Poller) Close() error {

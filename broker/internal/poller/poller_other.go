@@ -31,4 +31,5 @@ func (*Poller) Watch(Waker) uint64              { return 0 }
 func (*Poller) Unwatch(uint64)                  {}
 func (*Poller) After(uint64, time.Time)         {}
 func (*Poller) Arm(uintptr, uint64, bool) error { return errors.ErrUnsupported }
+func (*Poller) Disarm(uintptr) error            { return errors.ErrUnsupported }
 func (*Poller) Close() error                    { return nil }

@@ -6,6 +6,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // socketPair returns both ends of a loopback TCP connection.
@@ -210,5 +212,48 @@ func TestWheel(t *testing.T) {
 	}
 	if w.n != 0 {
 		t.Fatalf("%d keys left", w.n)
+	}
+}
+
+// TestDisarm: a disarmed descriptor leaves the epoll set (ADD works
+// again, and input no longer wakes its key), which closing a duplicated
+// descriptor would not do: the socket's other descriptor keeps it open.
+func TestDisarm(t *testing.T) {
+	p, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	server, client := socketPair(t)
+	rc, err := server.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dup := -1
+	if err := rc.Control(func(fd uintptr) { dup, err = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); err != nil || dup < 0 {
+		t.Fatalf("dup: %d, %v", dup, err)
+	}
+	defer unix.Close(dup)
+	woke := make(chan struct{}, 8)
+	key := p.Watch(chanWaker{wake: woke})
+	if err := p.Arm(uintptr(dup), key, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Arm(uintptr(dup), key, false); err == nil {
+		t.Fatal("a second EPOLL_CTL_ADD of an armed descriptor succeeded")
+	}
+	if err := p.Disarm(uintptr(dup)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	expectWake(t, woke, false)
+	if err := p.Arm(uintptr(dup), key, false); err != nil { // ADD again: it had left the set
+		t.Fatal(err)
+	}
+	expectWake(t, woke, true) // level triggered: the byte waiting is reported
+	if err := p.Disarm(uintptr(dup)); err != nil {
+		t.Fatal(err)
 	}
 }

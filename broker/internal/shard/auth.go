@@ -3,6 +3,7 @@ package shard
 import (
 	"net"
 	"time"
+	"weak"
 
 	"berth.dev/broker/packet"
 )
@@ -15,13 +16,31 @@ import (
 // connection to finish. nc is compared with ==, so it must be of a
 // comparable type (any pointer is). It walks the shard's connections: it
 // is meant for rare events such as a revocation, not the packet path.
+// A connection parked without its socket (detach.go) is found by the
+// wrapper handed to Serve, or by the bare *net.TCPConn while the caller
+// holds it.
 func (s *Shard) End(nc net.Conn, reason packet.ReasonCode) bool {
+	var wk weak.Pointer[net.TCPConn]
+	if tc, ok := nc.(*net.TCPConn); ok {
+		wk = weak.Make(tc)
+	}
 	var found *conn
 	attached := false
 	s.mu.RLock()
 	for c, a := range s.conns {
-		if c.nc == nc {
-			found, attached = c, a
+		if !a {
+			// In CONNECT: its reader runs, and has not parked yet.
+			if c.isConn(nc, wk) {
+				found = c
+				break
+			}
+			continue
+		}
+		c.sess.mu.Lock() // c.nc changes as the connection parks (detach.go)
+		is := c.isConn(nc, wk)
+		c.sess.mu.Unlock()
+		if is {
+			found, attached = c, true
 			break
 		}
 	}

@@ -46,8 +46,14 @@
 // connection that stopped writing gives its write state back at the next
 // sweeps (Shard.sweepBatches). A parked connection holds no goroutine,
 // buffer, scratch or channel (its writer's wake-up channel and the one
-// to wait for its end are made on first use); with its session it costs
-// about 2.4 KiB of heap (TestHeldConnectionCost, TestConnStateSize).
+// to wait for its end are made on first use). One quiet since CONNECT,
+// or woken only by PINGREQs since its last park, and with no write state
+// parks without its net.Conn too: a duplicated descriptor keeps the
+// socket open and armed in the poller, and a new net.Conn is built on it
+// when the reader or a writer needs one; publishers write to it inline
+// on the descriptor (detach.go). With its session it costs about 2 KiB of
+// heap, both ends of a loopback socket counted (TestHeldConnectionCost,
+// TestConnStateSize).
 //
 // # Fan-out without copies
 //

@@ -28,9 +28,13 @@ import (
 // at 760 B: at 768 B it took 896 B. The keep-alive deadline kept by the
 // poller's wheel instead of a runtime timer (and no bound callbacks for
 // the poller) took 1,000 held connections from 2,860-3,000 B to
-// 2,650-2,770 B each (go1.26, with and without -race).
+// 2,650-2,770 B each (go1.26, with and without -race). Parked without
+// their net.Conn (detach.go), quiet since CONNECT, 1,000 held
+// connections cost 2,160-2,290 B each (the server side's netFD,
+// addresses, TCPConn and sockReader, ~450 B, are gone; its pollDesc,
+// 512 B off the heap, too); the same tree without it, 2,610-2,750 B.
 const (
-	maxHeldHeap    = 2820 // bytes of live heap per held connection, client side included
+	maxHeldHeap    = 2450 // bytes of live heap per held connection, client side included
 	maxConnSize    = 760  // unsafe.Sizeof(conn{}): with its 8-byte malloc header, the 768 B size class
 	maxSessionSize = 480  // unsafe.Sizeof(session{}): the 480 B size class (no header under 512 B)
 )
@@ -57,13 +61,19 @@ func TestConnStateSize(t *testing.T) {
 // bounded per connection with both ends of the socket included (conn,
 // session, the two net.Conns, the keep-alive timer), for MQTT 3.1.1 and
 // 5.0 alike.
+//
+// A warm-up round comes first, not bounded: the goroutines the dial phase
+// starts leave their descriptors (runtime.g, about 450 B each, reachable
+// for good) behind, which the first round measured would count, as many
+// as ran at once (a few hundred, varying run to run).
 func TestHeldConnectionCost(t *testing.T) {
+	t.Run("warm-up", func(t *testing.T) { heldConnectionCost(t, packet.Version311, false) })
 	for _, v := range []byte{packet.Version311, packet.Version5} {
-		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) { heldConnectionCost(t, v) })
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) { heldConnectionCost(t, v, true) })
 	}
 }
 
-func heldConnectionCost(t *testing.T, version byte) {
+func heldConnectionCost(t *testing.T, version byte, bounded bool) {
 	// An info-level JSON logger, as the broker runs with: a connection
 	// that does not log must not pay for its logger's attributes.
 	b := startBroker(t, Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}, ConnInfo{})
@@ -102,11 +112,13 @@ func heldConnectionCost(t *testing.T, version byte) {
 	eventually(t, "no goroutine per connection", func() bool { return runtime.NumGoroutine() <= goroutines+n/100 })
 	b.shard.sweepBatches() // they wrote their CONNACK: quiet since
 	b.shard.sweepBatches()
+	// Quiet since CONNECT: parked without their net.Conn (detach.go).
+	eventually(t, "every connection detached", func() bool { return b.shard.Detached() == n })
 	perConn := (liveHeap() - before) / n
 	runtime.ReadMemStats(&msAfter)
 	stack := (int64(msAfter.StackInuse) - int64(msBefore.StackInuse)) / n
 	t.Logf("%d held connections: %d B of live heap and %d B of stack each (client side included)", n, perConn, stack)
-	if perConn > maxHeldHeap {
+	if bounded && perConn > maxHeldHeap {
 		t.Errorf("a held connection costs %d B of live heap, over %d", perConn, maxHeldHeap)
 	}
 	// No stack bound in bytes: StackInuse also counts the stacks the

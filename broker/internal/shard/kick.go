@@ -67,7 +67,13 @@ func (c *conn) stop(reason packet.ReasonCode, killTimer bool) bool {
 	// (linger.go), so a client that does not read is not left blocked in
 	// its writes while the final packets wait for it to read.
 	c.kicked.Store(true)
-	_ = c.nc.SetReadDeadline(time.Now())
+	sess.mu.Lock()
+	if c.attachedLocked() {
+		// A detached socket has no read to interrupt: its reader is
+		// parked, and kick resumes it (detach.go).
+		_ = c.nc.SetReadDeadline(time.Now())
+	}
+	sess.mu.Unlock()
 	return true
 }
 
@@ -75,7 +81,7 @@ func (c *conn) stop(reason packet.ReasonCode, killTimer bool) bool {
 // final flush hangs, unless it runs; sess.mu is held.
 func (c *conn) armKillTimerLocked() {
 	if c.killTimer == nil {
-		c.killTimer = time.AfterFunc(closeFlushTimeout, func() { _ = c.nc.Close() })
+		c.killTimer = time.AfterFunc(closeFlushTimeout, c.killSocket)
 	}
 }
 

@@ -1,9 +1,11 @@
 package shard
 
 import (
+	"net"
 	"os"
 	"sync/atomic"
 	"time"
+	"weak"
 )
 
 // Poller wakes parked connections (broker/internal/poller): Watch
@@ -17,6 +19,7 @@ type Poller interface {
 	}) (key uint64) // never 0
 	Unwatch(key uint64)
 	Arm(fd uintptr, key uint64, added bool) error
+	Disarm(fd uintptr) error
 	After(key uint64, at time.Time)
 }
 
@@ -28,9 +31,10 @@ const parkAfter = 20 * time.Millisecond
 
 // What a reader resumed from its park has handled (parking.woke).
 const (
-	wokeNot   uint8 = iota // not resumed, or it handled more than PINGREQs since
-	wokeFresh              // resumed, nothing handled yet
-	wokePings              // resumed, PINGREQs handled and nothing else
+	wokeNot     uint8 = iota // not resumed, or it handled more than PINGREQs since
+	wokeFresh                // resumed, nothing handled yet
+	wokePings                // resumed, PINGREQs handled and nothing else
+	wokeConnect              // nothing but PINGREQs handled since CONNECT
 )
 
 // The reader's states (conn.pstate).
@@ -59,14 +63,21 @@ type parking struct {
 	// due is when the keep alive runs out (Unix nanoseconds) while
 	// parked; 0 none.
 	due     atomic.Int64
-	added   atomic.Bool // the socket is in the poller's epoll set
+	added   atomic.Bool // the socket (or its dup, detached) is in the poller's epoll set
 	expired bool        // set by the keep-alive wake-up for the resumed loop
 	// woke is wokeFresh once the reader resumes from its park, wokePings
 	// once it has handled PINGREQs and nothing else since (idle);
-	// reader-owned.
-	woke     uint8
-	resumeFn func() // c.resume
-	armFn    func(fd uintptr)
+	// wokeConnect from CONNECT until it handles anything else;
+	// reader-owned. A reader parking at wokePings or wokeConnect parks
+	// without its net.Conn (detach.go).
+	woke uint8
+	// detached: the reader parked without its socket and has not rebuilt
+	// its packet reader's source since (reattach); reader-owned.
+	detached bool
+	// ident is the bare socket handed to Serve, once it was detached: End
+	// finds the connection by it. Guarded like c.nc (detach.go).
+	ident weak.Pointer[net.TCPConn]
+	armFn func(fd uintptr)
 }
 
 // canPark sets up parking for a connection handed to Serve: only a plain
@@ -78,8 +89,8 @@ func (c *conn) canPark(p Poller) {
 		return
 	}
 	k := &c.park
-	k.resumeFn = c.resume
 	k.armFn = c.arm
+	k.woke = wokeConnect
 	k.key = p.Watch(c)
 }
 
@@ -143,6 +154,15 @@ func (c *conn) parkReader(start time.Time) bool {
 		k.due.Store(start.Add(c.keepAlive).UnixNano())
 	}
 	fails := k.fails.Load()
+	if k.woke == wokePings || k.woke == wokeConnect {
+		c.w.mu.Lock()
+		if c.detachLocked() {
+			k.detached = true
+			c.rd.Reset(nil) // its source holds the net.Conn just closed
+			return c.parkDetachedLocked(fails)
+		}
+		c.w.mu.Unlock()
+	}
 	c.pstate.Store(readerParked)
 	if c.keepAlive > 0 {
 		c.fileKeepAlive() // after the store: a Due that saw the reader running unfiled it (Due)
@@ -161,12 +181,40 @@ func (c *conn) parkReader(start time.Time) bool {
 	return true
 }
 
+// parkDetachedLocked is parkReader's end for a reader that parks without
+// its socket (detachLocked): it arms the dup, held open by c.w.mu, which
+// it unlocks, so that an attach (which closes the dup) cannot come
+// between.
+func (c *conn) parkDetachedLocked(fails uint32) bool {
+	k := &c.park
+	c.pstate.Store(readerParked)
+	if c.keepAlive > 0 {
+		c.fileKeepAlive()
+	}
+	if c.kicked.Load() {
+		c.w.mu.Unlock()
+		return !c.unpark()
+	}
+	if err := c.shard.opts.Poller.Arm(uintptr(c.w.raw.fd), k.key, k.added.Swap(true)); err != nil {
+		k.added.Store(false)
+		k.fails.Add(1)
+	}
+	c.w.mu.Unlock()
+	// From here the connection may run on another goroutine.
+	if k.fails.Load() != fails {
+		return !c.unpark()
+	}
+	return true
+}
+
 // unpark takes a parked reader back on the calling goroutine: false when
-// another goroutine already resumed it. The reader holds its buffer again.
+// another goroutine already resumed it. The reader holds its buffer again
+// and its socket (reattach).
 func (c *conn) unpark() bool {
 	if !c.pstate.CompareAndSwap(readerParked, readerRunning) {
 		return false
 	}
+	c.reattach()
 	c.takeReadBuf()
 	return true
 }
@@ -187,7 +235,7 @@ func (c *conn) wakeParked() bool {
 	if !c.pstate.CompareAndSwap(readerParked, readerRunning) {
 		return false
 	}
-	go c.park.resumeFn()
+	go c.resume() // a closure per wake-up of a parked reader
 	return true
 }
 
@@ -229,7 +277,7 @@ func (c *conn) Due() {
 	}
 	if c.pstate.CompareAndSwap(readerParked, readerRunning) {
 		k.expired = true // before the go statement: the resumed loop sees it
-		go k.resumeFn()
+		go c.resume()
 	}
 }
 
@@ -239,6 +287,7 @@ func (c *conn) Due() {
 func (c *conn) resume() {
 	p := c.shard.opts.probe
 	p.reader(1)
+	c.reattach() // a socket parked without its net.Conn gets one
 	c.park.woke = wokeFresh
 	c.loop()
 	p.reader(-1)

@@ -21,6 +21,12 @@ import (
 // reader wakes for a packet is exactly that. Handling a lone PUBLISH
 // (peek, read, writev to the subscriber) thus costs no futex and no
 // extra thread on the way (issue 19, target 3: measured in bench/README.md).
+//
+// While its connection is parked without its net.Conn (detach.go), rc is
+// nil and fd the duplicated descriptor that keeps the socket open: only
+// tryWritev works then, on fd, under the connection's write lock (which
+// also guards fd's close). rc nil and fd -1: the socket could not be
+// rebuilt, and every call fails as on a closed socket.
 type rawIO struct {
 	rc    syscall.RawConn
 	iov   []syscall.Iovec
@@ -33,13 +39,14 @@ type rawIO struct {
 	rerrno   syscall.Errno
 	inputErr syscall.Errno // waitReadable's: the error it peeked, 0 end of stream
 	input    inputKind     // what waitReadable found waiting
+	fd       int32         // the parked socket's duplicated descriptor while rc is nil; -1 none
 	writeFn  func(fd uintptr) bool
 	peekFn   func(fd uintptr) bool
 	readFn   func(fd uintptr) bool
 }
 
 func newRawIO(rc syscall.RawConn) *rawIO {
-	r := &rawIO{rc: rc}
+	r := &rawIO{rc: rc, fd: -1}
 	r.writeFn = r.writev
 	r.peekFn = r.peek
 	r.readFn = r.read
@@ -61,7 +68,14 @@ func (r *rawIO) tryWritev(vec [][]byte) (n int, err error) {
 	if len(r.iov) == 0 {
 		return 0, nil
 	}
-	err = r.rc.Write(r.writeFn)
+	switch {
+	case r.rc != nil:
+		err = r.rc.Write(r.writeFn)
+	case r.fd >= 0:
+		r.writev(uintptr(r.fd)) // parked without its net.Conn: the dup, held open by the write lock
+	default:
+		err = net.ErrClosed
+	}
 	clear(r.iov) // drop the pointers into the batch
 	switch {
 	case err != nil:
@@ -84,7 +98,12 @@ func (r *rawIO) writev(fd uintptr) bool {
 // an error) without reading it, honouring the read deadline. It then
 // says what waits (r.input): the end of the stream or an error, a few
 // small whole packets, or more.
-func (r *rawIO) waitReadable() error { return r.rc.Read(r.peekFn) }
+func (r *rawIO) waitReadable() error {
+	if r.rc == nil {
+		return net.ErrClosed // its socket could not be rebuilt (detach.go)
+	}
+	return r.rc.Read(r.peekFn)
+}
 
 func (r *rawIO) peek(fd uintptr) bool {
 	var b [smallReadBufSize]byte // on the stack: the peek allocates nothing
@@ -109,7 +128,7 @@ func (r *rawIO) peek(fd uintptr) bool {
 // holds nothing, and also at the end of the stream or on an error, which
 // the caller's ordinary read then reports as the net package does.
 func (r *rawIO) tryRead(p []byte) int {
-	if len(p) == 0 {
+	if len(p) == 0 || r.rc == nil {
 		return 0
 	}
 	r.rbuf = p

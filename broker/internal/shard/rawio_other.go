@@ -12,6 +12,8 @@ import (
 // rawIO is Linux only: elsewhere every batch goes to the writer and idle
 // connections keep their buffers (newRawIO returns nil).
 type rawIO struct {
+	rc       syscall.RawConn // never set: no connection parks (detach.go)
+	fd       int32
 	input    inputKind
 	inputErr syscall.Errno
 }

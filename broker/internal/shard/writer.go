@@ -119,6 +119,7 @@ func (c *conn) writeLoop() {
 	wake := c.wakeChan()
 	for {
 		c.w.mu.Lock()
+		c.attachLocked() // a connection parked without its net.Conn gets one (detach.go)
 		c.takeBatch()
 		done := c.writeAll()
 		if done {
