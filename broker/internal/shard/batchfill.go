@@ -29,6 +29,7 @@ func (c *conn) startBatchLocked() {
 	w.releaseHeld() // the last batch is written, or abandoned
 	w.vec = w.vec[:0]
 	w.arena = w.arena[:0]
+	w.run = 0
 	w.msgs = 0
 	w.stamps = w.stamps[:0]
 	clear(w.traced)
@@ -57,7 +58,7 @@ func (c *conn) fillLocked() int {
 			return len(w.vec) // newer queued messages wait for these
 		}
 	}
-	for sess.queue.len() > 0 && bytes < maxBatchBytes && len(w.vec) < maxBatchVecs {
+	for sess.queue.len() > 0 && bytes < maxBatchBytes && len(w.vec) < maxBatchVecs && w.msgs < maxBatchMsgs {
 		d := sess.queue.peek()
 		if d.qos > 0 && len(sess.inflight) >= c.window {
 			break // [MQTT-4.9.0-2] the client's Receive Maximum
@@ -74,18 +75,26 @@ func (c *conn) fillLocked() int {
 			dv.msg.unref()
 			continue
 		}
+		start := len(w.arena)
 		hdr, ok := c.appendPublishLocked(&dv, now)
 		if !ok {
 			sess.deadLetterLocked(DropTooLarge, dv.msg, dv.qos) // [MQTT-3.1.2-25]
 			dv.msg.unref()
 			continue
 		}
-		w.vec = append(w.vec, hdr)
-		if len(dv.msg.payload) > 0 {
-			w.vec = append(w.vec, dv.msg.payload)
-			if dv.msg.buf != nil {
-				dv.msg.ref() // the batch's, until written
-				w.held = append(w.held, dv.msg)
+		if n := len(dv.msg.payload); n > 0 && n <= copyPayloadMax {
+			// Copied after its header, while the queue's reference
+			// still holds the message: the batch points at no payload.
+			w.arena = append(w.arena, dv.msg.payload...)
+			w.addArena(start)
+		} else {
+			w.addArena(start)
+			if n > 0 {
+				w.vec = append(w.vec, dv.msg.payload)
+				if dv.msg.buf != nil {
+					dv.msg.ref() // the batch's, until written
+					w.held = append(w.held, dv.msg)
+				}
 			}
 		}
 
@@ -116,6 +125,29 @@ func (c *conn) fillLocked() int {
 		sess.caughtUpLocked() // publishers pausing on it go on (stall.go)
 	}
 	return len(w.vec)
+}
+
+// copyPayloadMax is the largest payload copied into the batch after its
+// header instead of written from the message by a vector of its own: a
+// copy of a few hundred bytes costs less than a vector, which the kernel
+// handles as a segment of its own, and a run of small packets then goes
+// out as one vector. Bigger payloads are written from where they are.
+const copyPayloadMax = 512
+
+// addArena adds the packet bytes at arena[start:] to the batch: to the
+// last vector when that is the arena run ending at start (nothing came
+// between: no other vector, no stored payload), else as a new vector. The
+// run is re-sliced from the arena, so it follows the arena when an append
+// moved it (the old array stays with the vectors before).
+func (w *batch) addArena(start int) {
+	end := len(w.arena)
+	if w.run != 0 && w.run == len(w.vec) && w.runAt+len(w.vec[w.run-1]) == start &&
+		(len(w.files) == 0 || w.files[len(w.files)-1].at < len(w.vec)) {
+		w.vec[w.run-1] = w.arena[w.runAt:end:end]
+		return
+	}
+	w.vec = append(w.vec, w.arena[start:end:end])
+	w.run, w.runAt = len(w.vec), start
 }
 
 // appendPublishLocked gives dv a packet id (QoS > 0), encodes its

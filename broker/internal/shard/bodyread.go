@@ -124,8 +124,7 @@ func (p *msgPool) inPlace(b *msgBuf, n int, pk *packet.Publish, topicName []byte
 	}
 	m, ups := pooledMessage(b, pk)
 	m.fill(keepBytes, ups, pk, topicName, now, publisher)
-	m.regions[0] = b.b[end:len(b.b):len(b.b)]
-	m.nreg = 1
+	m.setHeaderRoom(b.b[end:len(b.b):len(b.b)])
 	return m
 }
 

@@ -67,8 +67,16 @@
 // TestSlabMessagesKeptLongAreOwned and
 // TestSlabInterleavedPublishersKeepTheirChunks: a slow subscriber fed
 // whole chunks by many publishers keeps them, as copying would cost what
-// it saves). The writer sends each copy as
-// two vectors, a per-subscriber header and the shared payload:
+// it saves). The writer sends each copy as a per-subscriber header and
+// the shared payload. A payload of up to copyPayloadMax (512) bytes is
+// copied into the batch right after its header, while the queue entry
+// still holds the message, so a run of small packets goes out as one
+// vector (a copy of a few hundred bytes is cheaper than the kernel's work
+// per vector); a bigger one is a vector of its own, sent from the message
+// itself (pinned by TestSmallDeliveriesShareOneVector). A message with
+// properties caches its headers (hdrCache, out of line: the message
+// struct stays small, TestMessageStructSize); the header of one without
+// is encoded per delivery (appendBareHeader):
 //
 //	cached header (per message, per protocol version and QoS, built once)
 //	┌──────┬────────┬───────────┬──────────┬────────────┐   ┌─────────┐

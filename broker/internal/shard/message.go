@@ -11,16 +11,22 @@ import (
 )
 
 // message is one published message, immutable once built and shared by
-// every queue and inflight window it is delivered to. The payload is never
-// copied again after the inbound copy: the writer sends it as the second
-// half of a net.Buffers pair.
+// every queue and inflight window it is delivered to. A big payload is
+// never copied again after the inbound copy: the writer sends it as a
+// vector of its own; a small one (copyPayloadMax) is copied into the
+// writer's batch behind its header.
 type message struct {
 	topic     []byte
 	payload   []byte
 	qos       byte
 	retain    bool
-	inID      uint16   // packet id of an inbound QoS 2 PUBLISH: its log record marks it awaiting PUBREL (qos2.go)
-	chunkMsgs uint8    // on a slab chunk's first message: the chunk's messages (see slab)
+	chunkMsgs uint8 // on a slab chunk's first message: the chunk's messages (see slab)
+	// The flags are together, and inID beside refs, so that they share
+	// words: every byte of a message is allocated and zeroed per message.
+	stored    bool     // read back from the log (see off)
+	lost      bool     // the log append failed: never acknowledge it as durable
+	full      bool     // lost because the disk is full (ENOSPC, EDQUOT): refused with 0x97
+	dead      bool     // a dead letter: never dead-lettered again
 	props     pubProps // owned copies; no Topic Alias or Subscription Identifiers
 	created   int64    // unix nanoseconds
 	readAt    int64    // monoOf the time its PUBLISH was read; 0 when not read from a client
@@ -34,11 +40,7 @@ type message struct {
 	// payload (payLen bytes) stays in the segment file and is sent from
 	// there (sendfile), payload is nil.
 	off    uint64
-	stored bool
 	payLen int
-	lost   bool // the log append failed: never acknowledge it as durable
-	full   bool // lost because the disk is full (ENOSPC, EDQUOT): refused with 0x97
-	dead   bool // a dead letter: never dead-lettered again
 	// trace is the message's trace when it was sampled (trace.go); nil
 	// for nearly every message.
 	trace *msgTrace
@@ -55,19 +57,63 @@ type message struct {
 	// (msgbuf.go).
 	buf  *msgBuf
 	refs atomic.Int32
+	inID uint16 // packet id of an inbound QoS 2 PUBLISH: its log record marks it awaiting PUBREL (qos2.go)
 
-	// Cached encoded PUBLISH headers (fixed header, topic, placeholder
-	// packet id, properties) per protocol and QoS, built on first use and
-	// immutable afterwards; writers copy one and patch the packet id and
-	// flags. Headers are carved out of regions: region 0 is spare room
-	// at the end of the message's own buffer, so the first headers cost
-	// no allocation. A slot holds region<<56 | offset<<24 | length, 0
-	// while unbuilt; a region is written once, before any slot names it.
-	hdrMu   sync.Mutex // serializes building headers
+	// hdr caches the encoded headers of a message with properties (see
+	// hdrCache); nil for the others, which never use one: their headers
+	// are encoded per delivery (appendBareHeader). Kept out of line, 240
+	// bytes that most messages would allocate, zero and scan for nothing.
+	// Set when the message is made for one with properties, else on the
+	// first header call.
+	hdr atomic.Pointer[hdrCache]
+}
+
+// hdrCache holds a message's cached encoded PUBLISH headers (fixed
+// header, topic, placeholder packet id, properties) per protocol and QoS,
+// built on first use and immutable afterwards; writers copy one and patch
+// the packet id and flags. Headers are carved out of regions: region 0 is
+// spare room at the end of the message's own buffer, so the first headers
+// cost no allocation. A slot holds region<<56 | offset<<24 | length, 0
+// while unbuilt; a region is written once, before any slot names it.
+type hdrCache struct {
+	mu      sync.Mutex // serializes building headers
 	regions [7][]byte
-	nreg    int // regions in use; guarded by hdrMu
-	used    int // bytes used in regions[nreg-1]; guarded by hdrMu
-	hdrSlot [2][3]atomic.Uint64
+	nreg    int // regions in use; guarded by mu
+	used    int // bytes used in regions[nreg-1]; guarded by mu
+	slot    [2][3]atomic.Uint64
+}
+
+// messageWithHeaders is a message and its header cache in one allocation.
+type messageWithHeaders struct {
+	m message
+	h hdrCache
+}
+
+// allocMessage returns a zero message; one that will cache headers
+// (withHeaders: it has properties) gets its cache in the same allocation.
+func allocMessage(withHeaders bool) *message {
+	if !withHeaders {
+		return new(message)
+	}
+	x := new(messageWithHeaders)
+	x.m.hdr.Store(&x.h)
+	return &x.m
+}
+
+// cachesHeaders reports whether a message made from a PUBLISH with these
+// properties (propBytes of them, copySize) caches its headers: only one
+// that may send properties does; it also gets headerReserve bytes of room.
+func cachesHeaders(src *packet.Properties, propBytes int) bool {
+	return src.Has&forwardedProps != 0 || propBytes > 0
+}
+
+// setHeaderRoom makes room, the spare bytes after a message's own copy,
+// the first region of its header cache, if it has one.
+func (m *message) setHeaderRoom(room []byte) {
+	if h := m.hdr.Load(); h != nil {
+		h.regions[0] = room
+		h.nreg = 1
+	}
 }
 
 // pubProps are the PUBLISH properties a message passes on
@@ -162,12 +208,16 @@ var forwardedProps = packet.Mask(packet.PropPayloadFormat) | packet.Mask(packet.
 // allocation owned by the message.
 func newMessage(p *packet.Publish, topicName []byte, now time.Time, publisher topic.SubscriberID) *message {
 	n, propBytes := copySize(topicName, p.Payload, &p.Props)
-	buf := make([]byte, 0, n+headerReserve(len(topicName), propBytes))
+	withHeaders := cachesHeaders(&p.Props, propBytes)
+	if withHeaders {
+		n += headerReserve(len(topicName), propBytes)
+	}
+	buf := make([]byte, 0, n)
 	var ups []packet.UserProperty
 	if len(p.Props.UserProperties) > 0 {
 		ups = make([]packet.UserProperty, 0, len(p.Props.UserProperties))
 	}
-	m := new(message)
+	m := allocMessage(withHeaders)
 	m.build(buf, ups, p, topicName, now, publisher)
 	return m
 }
@@ -184,9 +234,10 @@ func copySize(topicName, payload []byte, src *packet.Properties) (n, propBytes i
 }
 
 // build fills the zero message m with copies of p's topic, payload and
-// forwarded properties, made in buf (empty, with room for copySize plus
-// headerReserve) and ups (empty, with room for p's user properties). The
-// room left in buf holds the first cached headers.
+// forwarded properties, made in buf (empty, with room for copySize, plus
+// headerReserve for a message that caches headers) and ups (empty, with
+// room for p's user properties). The room left in buf holds the first
+// cached headers.
 func (m *message) build(buf []byte, ups []packet.UserProperty, p *packet.Publish, topicName []byte, now time.Time, publisher topic.SubscriberID) {
 	m.fill(func(b []byte) []byte {
 		if b == nil {
@@ -196,8 +247,7 @@ func (m *message) build(buf []byte, ups []packet.UserProperty, p *packet.Publish
 		buf = append(buf, b...)
 		return buf[start:len(buf):len(buf)]
 	}, ups, p, topicName, now, publisher)
-	m.regions[0] = buf[len(buf):cap(buf):cap(buf)]
-	m.nreg = 1
+	m.setHeaderRoom(buf[len(buf):cap(buf):cap(buf)])
 }
 
 // fill sets m's fields from p as build describes, with take giving the
@@ -267,22 +317,29 @@ func (m *message) header(version, qos byte) ([]byte, error) {
 	if version == packet.Version5 {
 		vi = 1
 	}
-	slot := &m.hdrSlot[vi][qos]
-	if v := slot.Load(); v != 0 {
-		return m.slotBytes(v), nil
+	hc := m.hdr.Load()
+	if hc == nil {
+		// A message made without a cache (read back from the log or the
+		// retained store): the first caller's becomes everyone's.
+		m.hdr.CompareAndSwap(nil, new(hdrCache))
+		hc = m.hdr.Load()
 	}
-	m.hdrMu.Lock()
-	defer m.hdrMu.Unlock()
+	slot := &hc.slot[vi][qos]
 	if v := slot.Load(); v != 0 {
-		return m.slotBytes(v), nil
+		return hc.slotBytes(v), nil
+	}
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	if v := slot.Load(); v != 0 {
+		return hc.slotBytes(v), nil
 	}
 	p := packet.Publish{QoS: qos, Topic: m.topic, Payload: m.payload, Props: m.props.full()}
 	if qos > 0 {
 		p.PacketID = 1 // patched per subscriber
 	}
 	var dst []byte
-	if m.nreg > 0 {
-		dst = m.regions[m.nreg-1][m.used:m.used]
+	if hc.nreg > 0 {
+		dst = hc.regions[hc.nreg-1][hc.used:hc.used]
 	}
 	h, err := p.AppendHeader(dst, version)
 	if err != nil {
@@ -291,23 +348,23 @@ func (m *message) header(version, qos byte) ([]byte, error) {
 	if m.stored {
 		h = addRemaining(h, 0, m.payLen)
 	}
-	if m.nreg > 0 && cap(h) == cap(dst) {
+	if hc.nreg > 0 && cap(h) == cap(dst) {
 		// Encoded in place, in the current region.
-		slot.Store(uint64(m.nreg-1)<<56 | uint64(m.used)<<24 | uint64(len(h)))
-		m.used += len(h)
+		slot.Store(uint64(hc.nreg-1)<<56 | uint64(hc.used)<<24 | uint64(len(h)))
+		hc.used += len(h)
 		return h, nil
 	}
 	// No room: the appended slice becomes a new region.
-	m.regions[m.nreg] = h[:cap(h):cap(h)]
-	slot.Store(uint64(m.nreg)<<56 | uint64(len(h)))
-	m.nreg++
-	m.used = len(h)
+	hc.regions[hc.nreg] = h[:cap(h):cap(h)]
+	slot.Store(uint64(hc.nreg)<<56 | uint64(len(h)))
+	hc.nreg++
+	hc.used = len(h)
 	return h, nil
 }
 
 // slotBytes resolves a header slot value.
-func (m *message) slotBytes(v uint64) []byte {
-	r := m.regions[v>>56]
+func (hc *hdrCache) slotBytes(v uint64) []byte {
+	r := hc.regions[v>>56]
 	off := int(v >> 24 & (1<<32 - 1))
 	n := int(v & (1<<24 - 1))
 	return r[off : off+n : off+n]

@@ -136,7 +136,11 @@ func pooledMessage(b *msgBuf, pk *packet.Publish) (*message, []packet.UserProper
 	if len(pk.Props.UserProperties) > 0 {
 		ups = make([]packet.UserProperty, 0, len(pk.Props.UserProperties))
 	}
-	m := &message{buf: b}
+	// A pooled message is big: its header cache, in the same allocation,
+	// costs little beside it, and takes its first headers from the room
+	// left in b after the message (headerReserve).
+	m := allocMessage(true)
+	m.buf = b
 	m.refs.Store(1)
 	return m, ups
 }

@@ -21,12 +21,21 @@ import (
 // retained store, the queue of an offline session, and the queue of a
 // session whose writer has fallen so far behind that it holds messages
 // from pinnedRunsMax different chunks.
+//
+// The slab is part of every connection's state, idle or not: what only
+// messages with properties use is behind extra.
 type slab struct {
-	msgs  []message
-	base  *message // the first message of the msgs chunk: its identity
+	msgs  []message // every message of the chunk knows its first (chunk)
 	bytes []byte
+	extra *slabExtra // made on the first message with properties
+	pool  *msgPool   // where bigger messages get their buffers; nil: the heap
+}
+
+// slabExtra are the chunks of a slab that only messages with properties
+// take from.
+type slabExtra struct {
 	props []packet.UserProperty
-	pool  *msgPool // where bigger messages get their buffers; nil: the heap
+	hdrs  []hdrCache // header caches (message.hdr)
 }
 
 const (
@@ -50,7 +59,8 @@ const (
 func (sl *slab) newMessage(p *packet.Publish, topicName []byte, now time.Time, publisher topic.SubscriberID, more int) *message {
 	n, propBytes := copySize(topicName, p.Payload, &p.Props)
 	need := n
-	if p.Props.Has&forwardedProps != 0 || propBytes > 0 {
+	withHeaders := cachesHeaders(&p.Props, propBytes)
+	if withHeaders {
 		// Only a message with properties caches headers (message.header);
 		// the others' are encoded per delivery (appendBareHeader).
 		need += headerReserve(len(topicName), propBytes)
@@ -63,12 +73,28 @@ func (sl *slab) newMessage(p *packet.Publish, topicName []byte, now time.Time, p
 	ahead := 1 + more/(n+4)
 	if len(sl.msgs) == 0 {
 		sl.msgs = make([]message, min(ahead, slabMessages))
-		sl.base = &sl.msgs[0]
-		sl.base.chunkMsgs = uint8(len(sl.msgs))
+		base := &sl.msgs[0]
+		base.chunkMsgs = uint8(len(sl.msgs))
+		for i := range sl.msgs {
+			sl.msgs[i].chunk = base
+		}
 	}
 	m := &sl.msgs[0]
-	m.chunk = sl.base
 	sl.msgs = sl.msgs[1:]
+	var ex *slabExtra
+	if withHeaders || nup > 0 {
+		if sl.extra == nil {
+			sl.extra = new(slabExtra)
+		}
+		ex = sl.extra
+	}
+	if withHeaders {
+		if len(ex.hdrs) == 0 {
+			ex.hdrs = make([]hdrCache, min(ahead, slabMessages))
+		}
+		m.hdr.Store(&ex.hdrs[0])
+		ex.hdrs = ex.hdrs[1:]
+	}
 	if cap(sl.bytes)-len(sl.bytes) < need {
 		sl.bytes = make([]byte, 0, min(ahead*need, slabBytes))
 	}
@@ -76,12 +102,12 @@ func (sl *slab) newMessage(p *packet.Publish, topicName []byte, now time.Time, p
 	sl.bytes = sl.bytes[:at+need]
 	var ups []packet.UserProperty
 	if nup > 0 {
-		if cap(sl.props)-len(sl.props) < nup {
-			sl.props = make([]packet.UserProperty, 0, max(min(ahead*nup, slabProps), nup))
+		if cap(ex.props)-len(ex.props) < nup {
+			ex.props = make([]packet.UserProperty, 0, max(min(ahead*nup, slabProps), nup))
 		}
-		k := len(sl.props)
-		sl.props = sl.props[:k+nup]
-		ups = sl.props[k : k : k+nup]
+		k := len(ex.props)
+		ex.props = ex.props[:k+nup]
+		ups = ex.props[k : k : k+nup]
 	}
 	m.build(sl.bytes[at:at:at+need], ups, p, topicName, now, publisher)
 	return m
@@ -89,7 +115,14 @@ func (sl *slab) newMessage(p *packet.Publish, topicName []byte, now time.Time, p
 
 // release lets go of the current chunks: the reader has nothing more
 // buffered and is about to wait for input.
-func (sl *slab) release() { *sl = slab{pool: sl.pool} }
+// The extra chunks' holder stays, empty: a publisher of messages with
+// properties does not make it again per burst.
+func (sl *slab) release() {
+	if sl.extra != nil {
+		*sl.extra = slabExtra{}
+	}
+	*sl = slab{extra: sl.extra, pool: sl.pool}
+}
 
 // own returns m itself, or, for a slab message or a pooled one (msgbuf.go),
 // a copy that holds only its own memory, made once and shared by every

@@ -124,7 +124,7 @@ func TestSlabChunksFollowTheInput(t *testing.T) {
 		t.Fatalf("back-to-back packets: chunk of %d", len(sl.msgs)+1)
 	}
 	sl.release()
-	if sl.msgs != nil || sl.bytes != nil || sl.base != nil {
+	if sl.msgs != nil || sl.bytes != nil || sl.extra != nil && (sl.extra.props != nil || sl.extra.hdrs != nil) {
 		t.Fatal("release kept a chunk")
 	}
 }

@@ -12,6 +12,7 @@ import (
 const (
 	maxBatchBytes = 256 << 10
 	maxBatchVecs  = 512 // below IOV_MAX (1024), two vectors per PUBLISH
+	maxBatchMsgs  = 256 // as many PUBLISH packets as two vectors each allow
 )
 
 // writeState is the output side of one connection, owned by whoever
@@ -39,7 +40,7 @@ type batch struct {
 	vec     [][]byte      // the batch being built
 	bufs    net.Buffers   // consumed by WriteTo; vec is copied in
 	backing [][]byte      // the storage of bufs, kept because WriteTo advances bufs
-	arena   []byte        // per-subscriber PUBLISH headers of this batch
+	arena   []byte        // per-subscriber PUBLISH headers, and small payloads, of this batch
 	msgs    int           // PUBLISH packets in the batch
 	stamps  []int64       // read times of the batch's live deliveries (Latency)
 	traced  []tracedWrite // the batch's live deliveries of traced messages
@@ -49,6 +50,11 @@ type batch struct {
 	// or abandoned (msgbuf.go): an inflight entry's PUBACK may come
 	// before that.
 	held []*message
+
+	// run is the index plus one of the last vector when it is a run of
+	// whole packets in the arena (addArena), 0 none; runAt is where it
+	// starts in the arena.
+	run, runAt int
 
 	// Stored messages: their payloads go from the log's segment files to
 	// the socket, each after the vectors before files[i].at.
