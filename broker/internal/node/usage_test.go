@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"berth.dev/testenv"
 )
@@ -24,9 +25,25 @@ func TestAdminUsageMatchesContract(t *testing.T) {
 		publish(t, pub, "u/x", fmt.Sprint(i))
 		expectMsg(t, got, fmt.Sprintf("u/x=%d", i))
 	}
-	code, body := adminDo(t, n, "GET", "/admin/tenants/ten_a/usage", "")
-	if code != 200 {
-		t.Fatalf("usage: %d %s", code, body)
+	// A delivery is counted once its write returns, which may be after
+	// the subscriber has read it: poll until the third is counted.
+	var code int
+	var body []byte
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		code, body = adminDo(t, n, "GET", "/admin/tenants/ten_a/usage", "")
+		if code != 200 {
+			t.Fatalf("usage: %d %s", code, body)
+		}
+		var out struct {
+			MessagesOut uint64 `json:"messages_out"`
+		}
+		if err := json.Unmarshal(body, &out); err != nil {
+			t.Fatal(err)
+		}
+		if out.MessagesOut >= 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
