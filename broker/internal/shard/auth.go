@@ -87,18 +87,19 @@ func (c *conn) handleAuth(p *packet.Auth) error {
 	if p.Reason != packet.CodeReAuthenticate {
 		return packet.ErrProtocol // the server never asked to continue (0x18)
 	}
-	method := c.info.AuthMethod
+	method := c.info.authMethod()
 	if method == "" || string(p.Props.AuthMethod) != method {
 		// [MQTT-4.12.1-1] the method must be the one the connection was
 		// authenticated with; another is a Protocol Error (0x8C, bad
 		// authentication method, is a CONNACK code, not a DISCONNECT one).
 		return packet.ErrProtocol
 	}
-	if c.info.Reauthenticate == nil {
+	verify := c.info.reauthenticate()
+	if verify == nil {
 		c.logger().Info("re-authentication refused: no verifier configured")
 		return packet.ErrNotAuthorized
 	}
-	deadline, err := c.info.Reauthenticate(p.Props.AuthData)
+	deadline, err := verify(p.Props.AuthData)
 	if err != nil {
 		c.logger().Info("re-authentication refused", "err", err)
 		return packet.ErrNotAuthorized // [MQTT-4.12.1-2] a failed re-authentication ends the connection

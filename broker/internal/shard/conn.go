@@ -26,7 +26,7 @@ const reasonNone packet.ReasonCode = 0xFF
 type conn struct {
 	shard *Shard
 	nc    net.Conn
-	info  ConnInfo
+	info  connInfo // what it keeps of the ConnInfo (conninfo.go)
 	// info.Traffic counts what this connection read and wrote; nil for
 	// none (its methods count nothing then). Atomics: the reader, the
 	// writer and publishers writing inline all count into it.
@@ -119,7 +119,7 @@ func (s *Shard) serve(nc net.Conn, info ConnInfo, p Poller, done func()) {
 	c := &conn{
 		shard:      s,
 		nc:         nc,
-		info:       info,
+		info:       keptInfo(&info),
 		id:         s.connSeq.Add(1),
 		kickReason: reasonNone,
 		onDone:     done,
@@ -141,7 +141,7 @@ func (s *Shard) serve(nc net.Conn, info ConnInfo, p Poller, done func()) {
 	s.mu.Unlock()
 	c.rd.Reset(c.w.raw.reader(nc)) // ready bytes read with RawSyscall (rawio_linux.go)
 	c.rd.Use(s.getReadBuf()[:])
-	present, ok := c.handshake()
+	present, ok := c.handshake(&info)
 	if !ok {
 		c.end() // nobody waits for a connection without a session
 		return
@@ -150,7 +150,7 @@ func (s *Shard) serve(nc net.Conn, info ConnInfo, p Poller, done func()) {
 	s.stats.connections.Add(1)
 	c.debug("client connected", "version", c.version, "session_present", present)
 	c.outbox().add(c) // a resumed session may have messages waiting
-	c.setDeadline(c.info.Deadline)
+	c.setDeadline(info.Deadline)
 	c.canPark(p)
 	c.loop()
 }

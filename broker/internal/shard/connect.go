@@ -18,7 +18,7 @@ import (
 // It runs in steps, each its own call, so that the reader's stack holds
 // one step's packets at a time: a goroutine's stack never shrinks below
 // twice its deepest use, and held connections are many.
-func (c *conn) handshake() (present, ok bool) {
+func (c *conn) handshake(info *ConnInfo) (present, ok bool) {
 	// The CONNECT and CONNACK are pooled: a connection that stays idle
 	// after its CONNECT would otherwise leave about 1.2 KiB of garbage
 	// behind, which during a mass connect is heap growth (GOGC) that
@@ -26,7 +26,7 @@ func (c *conn) handshake() (present, ok bool) {
 	x := c.shard.connects.Get().(*connectScratch)
 	defer c.shard.putConnectScratch(x)
 	cp := &x.cp
-	read, ok := c.readConnect(cp)
+	read, ok := c.readConnect(cp, info)
 	if !ok {
 		return false, false
 	}
@@ -76,8 +76,8 @@ type connectTerms struct {
 const maxConnectSize = 64 << 10
 
 // readConnect reads, decodes and authenticates the CONNECT; on failure
-// the refusal has been written.
-func (c *conn) readConnect(cp *packet.Connect) (read int64, ok bool) {
+// the refusal has been written. info is the ConnInfo handed to Serve.
+func (c *conn) readConnect(cp *packet.Connect, info *ConnInfo) (read int64, ok bool) {
 	s := c.shard
 	_ = c.nc.SetReadDeadline(time.Now().Add(s.opts.ConnectTimeout))
 	// The CONNECT is bounded by maxConnectSize, not MaxPacketSize: the
@@ -108,20 +108,20 @@ func (c *conn) readConnect(cp *packet.Connect) (read int64, ok bool) {
 
 	// Authentication.
 	switch {
-	case c.info.Refuse != 0:
-		c.refuse(c.info.Refuse)
+	case info.Refuse != 0:
+		c.refuse(info.Refuse)
 		return 0, false
 	case v5 && cp.Props.Has.Has(packet.PropAuthMethod) &&
-		(c.info.AuthMethod == "" || string(cp.Props.AuthMethod) != c.info.AuthMethod):
+		(info.AuthMethod == "" || string(cp.Props.AuthMethod) != info.AuthMethod):
 		c.refuse(packet.ErrBadAuthMethod) // a method we do not speak (MQTT 5.0 section 4.12)
 		return 0, false
-	case !cp.UsernameFlag && !c.info.AllowAnonymous:
+	case !cp.UsernameFlag && !info.AllowAnonymous:
 		c.refuse(packet.ErrNotAuthorized)
 		return 0, false
-	case cp.UsernameFlag && c.info.Authenticate != nil && !c.info.Authenticate(cp.Username, cp.Password):
+	case cp.UsernameFlag && info.Authenticate != nil && !info.Authenticate(cp.Username, cp.Password):
 		c.refuse(packet.ErrBadUsernameOrPassword)
 		return 0, false
-	case !c.info.Deadline.IsZero() && !time.Now().Before(c.info.Deadline):
+	case !info.Deadline.IsZero() && !time.Now().Before(info.Deadline):
 		c.refuse(packet.ErrNotAuthorized)
 		return 0, false
 	}
@@ -229,7 +229,7 @@ func (c *conn) connack(ack *packet.Connack, cp *packet.Connect, o *connectTerms)
 			p.SessionExpiry = o.expiry
 		}
 		if cp.Props.Has.Has(packet.PropAuthMethod) {
-			p.AuthMethod = []byte(c.info.AuthMethod) // [MQTT-4.12.0-5]
+			p.AuthMethod = []byte(c.info.authMethod()) // [MQTT-4.12.0-5]
 		}
 	}
 }

@@ -49,6 +49,7 @@ func (c *conn) detachLocked() bool {
 	}
 	c.setSocketLocked(closedConn{}, tc)
 	r.rc, r.fd = nil, int32(dup)
+	r.unbind()
 	sess.mu.Unlock()
 	c.w.sender = nil // sendfile to the old socket; made again on first use
 	// Go's netpoll forgets the socket and frees its pollDesc; the dup
@@ -89,6 +90,9 @@ func (c *conn) attachLocked() {
 	}
 	c.sess.mu.Lock()
 	c.setSocketLocked(sock, nil)
+	if rc != nil {
+		r.bind()
+	}
 	r.rc = rc // nil: the connection fails as on a closed socket
 	r.fd = -1
 	c.sess.mu.Unlock()

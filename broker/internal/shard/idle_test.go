@@ -33,9 +33,13 @@ import (
 // connections cost 2,160-2,290 B each (the server side's netFD,
 // addresses, TCPConn and sockReader, ~450 B, are gone; its pollDesc,
 // 512 B off the heap, too); the same tree without it, 2,610-2,750 B.
+// With conn keeping only what it needs of its ConnInfo past CONNECT
+// (conninfo.go: 736 → 680 B, the 704 B size class) and a detached
+// rawIO without its three bound callbacks (48 B), 2,030-2,060 B; the
+// same tree without them, 2,130-2,160 B.
 const (
-	maxHeldHeap    = 2450 // bytes of live heap per held connection, client side included
-	maxConnSize    = 760  // unsafe.Sizeof(conn{}): with its 8-byte malloc header, the 768 B size class
+	maxHeldHeap    = 2110 // bytes of live heap per held connection, client side included
+	maxConnSize    = 696  // unsafe.Sizeof(conn{}): with its 8-byte malloc header, the 704 B size class
 	maxSessionSize = 480  // unsafe.Sizeof(session{}): the 480 B size class (no header under 512 B)
 )
 
@@ -114,6 +118,9 @@ func heldConnectionCost(t *testing.T, version byte, bounded bool) {
 	b.shard.sweepBatches()
 	// Quiet since CONNECT: parked without their net.Conn (detach.go).
 	eventually(t, "every connection detached", func() bool { return b.shard.Detached() == n })
+	if k := boundWhileDetached(b.shard); k > 0 {
+		t.Errorf("%d detached connections keep rawIO's bound callbacks (48 B each)", k)
+	}
 	perConn := (liveHeap() - before) / n
 	runtime.ReadMemStats(&msAfter)
 	stack := (int64(msAfter.StackInuse) - int64(msBefore.StackInuse)) / n
@@ -136,6 +143,22 @@ func heldConnectionCost(t *testing.T, version byte, bounded bool) {
 			t.Fatalf("PINGRESP %x: %v", resp, err)
 		}
 	}
+}
+
+// boundWhileDetached counts the detached connections whose rawIO still
+// holds its bound callbacks: made again when the socket is (detach.go).
+func boundWhileDetached(s *Shard) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	k := 0
+	for c := range s.conns {
+		c.w.mu.Lock()
+		if r := c.w.raw; r != nil && r.rc == nil && r.hasCallbacks() {
+			k++
+		}
+		c.w.mu.Unlock()
+	}
+	return k
 }
 
 // liveHeap collects twice (pools keep their victims for one cycle) and

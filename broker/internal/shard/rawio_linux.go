@@ -47,10 +47,27 @@ type rawIO struct {
 
 func newRawIO(rc syscall.RawConn) *rawIO {
 	r := &rawIO{rc: rc, fd: -1}
+	r.bind()
+	return r
+}
+
+// bind binds the callbacks rc's calls take (16 B each). A connection
+// parked without its net.Conn (detach.go) has no rc and drops them
+// (unbind): tryWritev writes to the dup directly. Called with rc's
+// guards held (the connection's write lock and its session's lock).
+func (r *rawIO) bind() {
 	r.writeFn = r.writev
 	r.peekFn = r.peek
 	r.readFn = r.read
-	return r
+}
+
+func (r *rawIO) unbind() {
+	r.writeFn, r.peekFn, r.readFn = nil, nil, nil
+}
+
+// hasCallbacks reports whether the callbacks are bound (tests).
+func (r *rawIO) hasCallbacks() bool {
+	return r.writeFn != nil || r.peekFn != nil || r.readFn != nil
 }
 
 // tryWritev writes as much of vec as the socket takes at once, never

@@ -24,4 +24,6 @@ func (*rawIO) tryWritev([][]byte) (int, error) { return 0, errors.ErrUnsupported
 
 func (*rawIO) waitReadable() error { return errors.ErrUnsupported }
 
+func (*rawIO) hasCallbacks() bool { return false }
+
 func (*rawIO) reader(nc net.Conn) io.Reader { return nc }
