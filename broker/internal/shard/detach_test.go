@@ -304,6 +304,13 @@ func TestDetachRace(t *testing.T) {
 		clients[i] = c
 	}
 	pub := v5Client(t, b, "drace-pub")
+	// One bound for every read and write below, for a hang: the clients'
+	// own (5 s from their last call) would measure how fast a thousand
+	// connections are set up and served, which CI's load sets.
+	end := time.Now().Add(2 * time.Minute)
+	for _, c := range append(clients, pub) {
+		_ = c.nc.SetDeadline(end)
+	}
 	var wg sync.WaitGroup
 	var failed atomic.Bool
 	errs := make(chan error, conns+1)
@@ -324,7 +331,7 @@ func TestDetachRace(t *testing.T) {
 					fail(err)
 					return
 				}
-				if _, _, err := pub.next(); err != nil { // its PUBACK
+				if _, _, err := pub.rd.ReadPacket(0); err != nil { // its PUBACK
 					fail(err)
 					return
 				}
@@ -344,7 +351,7 @@ func TestDetachRace(t *testing.T) {
 					return
 				}
 				for {
-					fh, _, err := c.next()
+					fh, _, err := c.rd.ReadPacket(0)
 					if err != nil {
 						fail(err)
 						return
@@ -361,7 +368,7 @@ func TestDetachRace(t *testing.T) {
 				}
 			}
 			for got < perConn {
-				fh, _, err := c.next()
+				fh, _, err := c.rd.ReadPacket(0)
 				if err != nil {
 					fail(fmt.Errorf("%d of %d messages: %w", got, perConn, err))
 					return

@@ -37,13 +37,23 @@ func TestDisconnectWhileWritesBackUp(t *testing.T) {
 		buf = appendPacket(t, buf, &packet.Publish{QoS: 2, PacketID: uint16(id), Topic: []byte("q")})
 	}
 	start := time.Now()
-	c.sendBytes(buf)
+	// A client left blocked would be so for ever: the bound is for that,
+	// not for how fast the broker reads 60,000 QoS 2 PUBLISHes under
+	// -race on a loaded machine (5 s per write, sendBytes's, was not).
+	_ = c.nc.SetWriteDeadline(start.Add(2 * time.Minute))
+	send := func(b []byte) {
+		t.Helper()
+		if _, err := c.nc.Write(b); err != nil {
+			t.Fatalf("write after %v: %v", time.Since(start), err)
+		}
+	}
+	send(buf)
 	// More, as from a client that learns of the DISCONNECT only when it
 	// reads: 4 MiB that the broker must read for the client to get to
 	// reading.
 	payload := make([]byte, 64<<10)
 	for id := recvMax + 2; id < recvMax+2+64; id++ {
-		c.sendBytes(appendPacket(t, nil, &packet.Publish{QoS: 2, PacketID: uint16(id), Topic: []byte("q"), Payload: payload}))
+		send(appendPacket(t, nil, &packet.Publish{QoS: 2, PacketID: uint16(id), Topic: []byte("q"), Payload: payload}))
 	}
 	t.Logf("sent %d PUBLISHes and 4 MiB after them in %v", recvMax+1, time.Since(start))
 	c.expectRefusalAfterAcks(packet.TypePubrec, recvMax, packet.ErrReceiveMaximumExceeded)
