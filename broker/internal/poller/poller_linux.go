@@ -14,13 +14,25 @@
 // The poller also keeps a one-second timing wheel (After): a parked
 // connection's keep-alive deadline costs it 8 bytes in a slot instead of
 // a runtime timer, and the wait loop ticks only while keys are filed.
+//
+// The wait holds no thread and no processor: the epoll descriptor is
+// itself in Go's netpoll (it turns readable when events are ready), and
+// the loop takes them with a non-blocking epoll_wait. A blocking
+// epoll_wait would keep a P (GOMAXPROCS) in the system call until the
+// runtime's monitor took it back, up to 10 ms later, during which a
+// reader made runnable by its input could find no P free: with one P,
+// as under taskset on one CPU, every wake of the wait loop stalled all
+// connections for 10-20 ms (bench/README.md, "Latency at 1,000 msg/s").
 package poller
 
 import (
 	"errors"
 	"log/slog"
+	"os"
 	"sync"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,7 +44,9 @@ const stopKey = 0
 type Poller struct {
 	log  *slog.Logger
 	epfd int
-	evfd int // written by Close to end the wait loop
+	ep   *os.File        // epfd in Go's netpoll, owning it: the wait loop's
+	rc   syscall.RawConn // ep's
+	evfd int             // written by Close to end the wait loop
 	done chan struct{}
 
 	mu     sync.RWMutex // closed, and epfd against Close; wakers
@@ -80,7 +94,24 @@ func New(log *slog.Logger) (*Poller, error) {
 		_ = unix.Close(evfd)
 		return nil, err
 	}
-	p := &Poller{log: log, epfd: epfd, evfd: evfd, done: make(chan struct{}), wakers: make(map[uint64]Waker), next: stopKey}
+	// Non-blocking, so that os.NewFile puts it in Go's netpoll (epoll_wait
+	// itself only heeds its timeout).
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		_ = unix.Close(epfd)
+		_ = unix.Close(evfd)
+		return nil, err
+	}
+	ep := os.NewFile(uintptr(epfd), "poller")
+	rc, err := ep.SyscallConn()
+	if err == nil {
+		err = ep.SetReadDeadline(time.Time{}) // fails unless ep is in the netpoll
+	}
+	if err != nil {
+		_ = ep.Close()
+		_ = unix.Close(evfd)
+		return nil, err
+	}
+	p := &Poller{log: log, epfd: epfd, ep: ep, rc: rc, evfd: evfd, done: make(chan struct{}), wakers: make(map[uint64]Waker), next: stopKey}
 	go p.wait()
 	return p, nil
 }
@@ -181,24 +212,42 @@ func (p *Poller) Close() error {
 		return err // EAGAIN: the counter is full, the loop wakes anyway
 	}
 	<-p.done
-	return errors.Join(unix.Close(p.epfd), unix.Close(p.evfd))
+	return errors.Join(p.ep.Close(), unix.Close(p.evfd))
 }
 
-// wait is the poller's goroutine: epoll_wait is a blocking system call,
-// so the runtime gives its processor to other goroutines meanwhile. It
-// waits without a timeout while the wheel is empty, else until its next
-// tick.
+// wait is the poller's goroutine. It takes what is ready with a
+// non-blocking epoll_wait and, when nothing is, waits in Go's netpoll for
+// the epoll descriptor to turn readable (holding no thread): without a
+// deadline while the wheel is empty, else until its next tick.
 func (p *Poller) wait() {
 	defer close(p.done)
 	events := make([]unix.EpollEvent, 256)
 	wake := make([]Waker, 0, len(events))
 	var due []uint64
-	for {
-		n, err := unix.EpollWait(p.epfd, events, p.timeout())
-		if err != nil {
-			if errors.Is(err, unix.EINTR) {
-				continue
+	var n int
+	var errno syscall.Errno
+	take := func(fd uintptr) bool {
+		for {
+			r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+			if e != syscall.EINTR {
+				n, errno = int(r), e
+				return n > 0 || e != 0 // none ready: wait in the netpoll
 			}
+		}
+	}
+	for {
+		n, errno = 0, 0
+		err := p.ep.SetReadDeadline(p.nextTick()) // unchanged, it moves no timer
+		if err == nil {
+			err = p.rc.Read(take)
+		}
+		if err == nil && errno != 0 {
+			err = errno
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			n, err = 0, nil // the wheel's tick
+		}
+		if err != nil {
 			p.log.Error("epoll_wait failed: parked connections are no longer woken", "err", err)
 			return
 		}
@@ -228,16 +277,15 @@ func (p *Poller) wait() {
 	}
 }
 
-// timeout is epoll_wait's: milliseconds to the wheel's next tick, -1 (none)
+// nextTick is the wait's deadline: the wheel's next tick, none (zero)
 // while it is empty.
-func (p *Poller) timeout() int {
+func (p *Poller) nextTick() time.Time {
 	p.tmu.Lock()
 	defer p.tmu.Unlock()
 	if p.wheel.n == 0 {
-		return -1
+		return time.Time{}
 	}
-	ms := time.Until(time.Unix(p.wheel.next(), 0)).Milliseconds() + 1
-	return int(max(ms, 0))
+	return time.Unix(p.wheel.next(), 0)
 }
 
 // tick calls Due of the keys whose second has come (due and wake are

@@ -4,6 +4,8 @@ package poller
 
 import (
 	"net"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -255,5 +257,52 @@ func TestDisarm(t *testing.T) {
 	expectWake(t, woke, true) // level triggered: the byte waiting is reported
 	if err := p.Disarm(uintptr(dup)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWaitHoldsNoThread: while nothing is ready the wait loop is parked in
+// Go's netpoll ("IO wait"), with and without a key in the wheel (a
+// deadline), not blocked in epoll_wait ("syscall"), where it would hold a
+// P until the runtime's monitor took it back, up to 10 ms later: with one
+// P, every wake of the loop then stalled every connection that long.
+func TestWaitHoldsNoThread(t *testing.T) {
+	p, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	if got := waitState(t); got != "IO wait" {
+		t.Errorf("idle, the wait loop is in %q, want IO wait", got)
+	}
+	key := p.Watch(chanWaker{})
+	p.After(key, time.Now().Add(time.Hour)) // pokes the loop, which waits with a deadline now
+	if got := waitState(t); got != "IO wait" {
+		t.Errorf("with a key filed, the wait loop is in %q, want IO wait", got)
+	}
+}
+
+// waitState is the state the poller's wait goroutine settles in (its
+// header in a goroutine dump: "IO wait", "syscall", ...), polled until it
+// is no longer running or runnable.
+func waitState(t *testing.T) string {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		dump := string(buf[:runtime.Stack(buf, true)])
+		for _, g := range strings.Split(dump, "\n\n") {
+			if !strings.Contains(g, "poller.(*Poller).wait(") {
+				continue
+			}
+			state, _, _ := strings.Cut(g[strings.Index(g, "[")+1:], "]")
+			state, _, _ = strings.Cut(state, ",") // "IO wait, 2 minutes"
+			if state != "running" && state != "runnable" {
+				return state
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the poller's wait goroutine never settled")
+		}
+		runtime.Gosched()
 	}
 }

@@ -65,6 +65,10 @@ type parking struct {
 	due     atomic.Int64
 	added   atomic.Bool // the socket (or its dup, detached) is in the poller's epoll set
 	expired bool        // set by the keep-alive wake-up for the resumed loop
+	// waitUntil is the read deadline idle set for its wait (Unix
+	// nanoseconds), still on the socket; 0 when it is another (the keep
+	// alive's, none, a new net.Conn's). Reader-owned.
+	waitUntil int64
 	// woke is wokeFresh once the reader resumes from its park, wokePings
 	// once it has handled PINGREQs and nothing else since (idle);
 	// wokeConnect from CONNECT until it handles anything else;
@@ -91,6 +95,7 @@ func (c *conn) canPark(p Poller) {
 	k := &c.park
 	k.armFn = c.arm
 	k.woke = wokeConnect
+	c.w.raw.waits = c.readWaits
 	k.key = p.Watch(c)
 }
 
@@ -121,17 +126,43 @@ func (c *conn) idle(start time.Time) (park bool, err error) {
 	if c.park.woke == wokePings {
 		wait = 0 // a deadline already passed: park unless input is there (parkReader's arming sees it then)
 	}
-	_ = c.nc.SetReadDeadline(start.Add(wait))
+	// The deadline moves only when it would come before start+wait, and
+	// then to start+2×wait: a busy connection moves it once per parkAfter,
+	// not once per packet (every move of a runtime timer may wake a second
+	// thread: the runtime's wakeNetPoller, a futex wake and a spinning M),
+	// and parks parkAfter to 2×parkAfter after its last packet.
+	if until := start.Add(wait).UnixNano(); wait == 0 || c.park.waitUntil < until {
+		dl := start.Add(2 * wait)
+		_ = c.nc.SetReadDeadline(dl)
+		c.park.waitUntil = dl.UnixNano()
+	}
 	err = c.w.raw.waitReadable()
 	if os.IsTimeout(err) && !c.kicked.Load() {
+		c.park.waitUntil = 0 // resumed, it may read a new net.Conn (detach.go)
 		return true, nil
 	}
 	if err != nil {
 		c.takeReadBuf()
 		return false, err
 	}
-	c.setReadDeadline(start)
+	// The wait's deadline stays for the packet that came: the keep
+	// alive's replaces it only if its read must wait (readWaits).
 	return false, c.takeInputBuf()
+}
+
+// readWaits is called before a read that waits on the socket for the rest
+// of a packet (sockReader): the deadline of idle's wait, if still set,
+// gives way to the keep alive's [MQTT-3.1.2-22] (3.1.1: [MQTT-3.1.2-24]),
+// counted from now, as input came within the wait.
+func (c *conn) readWaits() {
+	if c.park.waitUntil == 0 {
+		return
+	}
+	c.park.waitUntil = 0
+	c.setReadDeadline(time.Now())
+	if c.kicked.Load() {
+		_ = c.nc.SetReadDeadline(time.Now()) // kick's, which that may have undone
+	}
 }
 
 // setReadDeadline sets the keep-alive read deadline [MQTT-3.1.2-22]

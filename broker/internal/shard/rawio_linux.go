@@ -43,6 +43,9 @@ type rawIO struct {
 	writeFn  func(fd uintptr) bool
 	peekFn   func(fd uintptr) bool
 	readFn   func(fd uintptr) bool
+	// waits, if set, is called before sockReader's read waits on the
+	// socket (conn.readWaits); reader-owned.
+	waits func()
 }
 
 func newRawIO(rc syscall.RawConn) *rawIO {
@@ -187,6 +190,9 @@ type sockReader struct {
 func (s *sockReader) Read(p []byte) (int, error) {
 	if n := s.raw.tryRead(p); n > 0 {
 		return n, nil
+	}
+	if s.raw.waits != nil {
+		s.raw.waits()
 	}
 	return s.nc.Read(p)
 }

@@ -16,6 +16,7 @@ type rawIO struct {
 	fd       int32
 	input    inputKind
 	inputErr syscall.Errno
+	waits    func()
 }
 
 func newRawIO(syscall.RawConn) *rawIO { return nil }

@@ -44,9 +44,12 @@ func (c *conn) readPackets() (sendWill, drain, parked bool) {
 			if c.keepAlive > 0 || c.parks() {
 				start = time.Now()
 			}
-			if c.keepAlive > 0 {
+			if c.keepAlive > 0 && (!c.parks() || c.rd.Buffered() > 0) {
 				// [MQTT-3.1.2-22] (3.1.1: [MQTT-3.1.2-24]) one and a half
-				// times the Keep Alive.
+				// times the Keep Alive. A reader that can park and has
+				// nothing buffered waits in idle, under a deadline of its
+				// own until a packet's read must wait (readWaits).
+				c.park.waitUntil = 0
 				_ = c.nc.SetReadDeadline(start.Add(c.keepAlive))
 			}
 		}
