@@ -144,46 +144,7 @@ func TestDetachedConnectionEnds(t *testing.T) {
 		c3.expectClosed()                               // [MQTT-3.1.2-24]
 		t.Logf("both closed %v after CONNECT (keep alive 1 s)", time.Since(start))
 	})
-	t.Run("token expiry", func(t *testing.T) {
-		t.Parallel()
-		b := startBroker(t, Options{}, ConnInfo{Deadline: time.Now().Add(time.Second)})
-		c := v5Client(t, b, "dexp")
-		waitDetached(t, b, "dexp")
-		c.expectDisconnect(packet.ErrMaximumConnectTime)
-	})
-	t.Run("kick", func(t *testing.T) {
-		t.Parallel()
-		b := startBroker(t, Options{}, ConnInfo{})
-		c := v5Client(t, b, "dkick")
-		waitDetached(t, b, "dkick")
-		if err := b.shard.Kick("dkick", false); err != nil {
-			t.Fatal(err)
-		}
-		c.expectDisconnect(packet.ErrAdministrativeAction)
-	})
-	t.Run("takeover", func(t *testing.T) {
-		t.Parallel()
-		b := startBroker(t, Options{}, ConnInfo{})
-		old := v5Client(t, b, "ddup")
-		waitDetached(t, b, "ddup")
-		nw := v5Client(t, b, "ddup")
-		old.expectDisconnect(packet.ErrSessionTakenOver)
-		ping(nw)
-	})
-	t.Run("shutdown", func(t *testing.T) {
-		t.Parallel()
-		b := startBroker(t, Options{}, ConnInfo{})
-		c5 := v5Client(t, b, "ds5")
-		c3 := dialRaw(t, b.addr, packet.Version311)
-		c3.connectOK("ds3")
-		waitDetached(t, b, "ds5")
-		waitDetached(t, b, "ds3")
-		if err := b.shard.Shutdown(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		c5.expectDisconnect(packet.ErrServerShuttingDown)
-		c3.expectClosed()
-	})
+	parkedEnds(t, "d", waitDetached)
 	t.Run("peer gone", func(t *testing.T) {
 		t.Parallel()
 		b := startBroker(t, Options{}, ConnInfo{})

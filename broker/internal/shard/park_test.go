@@ -101,46 +101,7 @@ func TestParkedConnectionEnds(t *testing.T) {
 			ping(c)
 		}
 	})
-	t.Run("token expiry", func(t *testing.T) {
-		t.Parallel()
-		b := startBroker(t, Options{}, ConnInfo{Deadline: time.Now().Add(time.Second)})
-		c := v5Client(t, b, "expiring")
-		waitParked(t, b, "expiring")
-		c.expectDisconnect(packet.ErrMaximumConnectTime)
-	})
-	t.Run("kick", func(t *testing.T) {
-		t.Parallel()
-		b := startBroker(t, Options{}, ConnInfo{})
-		c := v5Client(t, b, "kicked")
-		waitParked(t, b, "kicked")
-		if err := b.shard.Kick("kicked", false); err != nil {
-			t.Fatal(err)
-		}
-		c.expectDisconnect(packet.ErrAdministrativeAction)
-	})
-	t.Run("takeover", func(t *testing.T) {
-		t.Parallel()
-		b := startBroker(t, Options{}, ConnInfo{})
-		old := v5Client(t, b, "dup")
-		waitParked(t, b, "dup")
-		nw := v5Client(t, b, "dup")
-		old.expectDisconnect(packet.ErrSessionTakenOver)
-		ping(nw)
-	})
-	t.Run("shutdown", func(t *testing.T) {
-		t.Parallel()
-		b := startBroker(t, Options{}, ConnInfo{})
-		c5 := v5Client(t, b, "s5")
-		c3 := dialRaw(t, b.addr, packet.Version311)
-		c3.connectOK("s3")
-		waitParked(t, b, "s5")
-		waitParked(t, b, "s3")
-		if err := b.shard.Shutdown(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		c5.expectDisconnect(packet.ErrServerShuttingDown)
-		c3.expectClosed()
-	})
+	parkedEnds(t, "", waitParked)
 	t.Run("will", func(t *testing.T) {
 		t.Parallel()
 		b := startBroker(t, Options{}, ConnInfo{})
@@ -164,6 +125,54 @@ func TestParkedConnectionEnds(t *testing.T) {
 				t.Fatalf("will with delay %d s published after %v", delay, el)
 			}
 		}
+	})
+}
+
+// parkedEnds runs the ways a connection ends that TestParkedConnectionEnds
+// and TestDetachedConnectionEnds share, each on a connection wait has
+// seen parked (or detached): token expiry (0xA0), an administrative kick
+// (0x98), a takeover (0x8E) and a server shutdown (0x8B; 3.1.1 closed).
+// Client ids start with prefix.
+func parkedEnds(t *testing.T, prefix string, wait func(testing.TB, *testBroker, string)) {
+	t.Run("token expiry", func(t *testing.T) {
+		t.Parallel()
+		b := startBroker(t, Options{}, ConnInfo{Deadline: time.Now().Add(time.Second)})
+		c := v5Client(t, b, prefix+"expiring")
+		wait(t, b, prefix+"expiring")
+		c.expectDisconnect(packet.ErrMaximumConnectTime)
+	})
+	t.Run("kick", func(t *testing.T) {
+		t.Parallel()
+		b := startBroker(t, Options{}, ConnInfo{})
+		c := v5Client(t, b, prefix+"kicked")
+		wait(t, b, prefix+"kicked")
+		if err := b.shard.Kick(prefix+"kicked", false); err != nil {
+			t.Fatal(err)
+		}
+		c.expectDisconnect(packet.ErrAdministrativeAction)
+	})
+	t.Run("takeover", func(t *testing.T) {
+		t.Parallel()
+		b := startBroker(t, Options{}, ConnInfo{})
+		old := v5Client(t, b, prefix+"dup")
+		wait(t, b, prefix+"dup")
+		nw := v5Client(t, b, prefix+"dup")
+		old.expectDisconnect(packet.ErrSessionTakenOver)
+		ping(nw)
+	})
+	t.Run("shutdown", func(t *testing.T) {
+		t.Parallel()
+		b := startBroker(t, Options{}, ConnInfo{})
+		c5 := v5Client(t, b, prefix+"s5")
+		c3 := dialRaw(t, b.addr, packet.Version311)
+		c3.connectOK(prefix + "s3")
+		wait(t, b, prefix+"s5")
+		wait(t, b, prefix+"s3")
+		if err := b.shard.Shutdown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		c5.expectDisconnect(packet.ErrServerShuttingDown)
+		c3.expectClosed()
 	})
 }
 
