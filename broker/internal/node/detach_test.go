@@ -31,18 +31,6 @@ func TestProxiedConnectionDetaches(t *testing.T) {
 	conn := n.dial(t, cred{"ten_a", id, allowAll, 0}, nil)
 	r := rawConnect(t, conn, "det-proxied")
 	waitFor(t, "the proxied connection detached", func() bool { return sh.Detached() > base })
-	write := func(p interface {
-		Append([]byte, byte) ([]byte, error)
-	}) {
-		t.Helper()
-		b, err := p.Append(nil, packet.Version5)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Write(b); err != nil {
-			t.Fatal(err)
-		}
-	}
 	read := func(want packet.Type) {
 		t.Helper()
 		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -51,18 +39,18 @@ func TestProxiedConnectionDetaches(t *testing.T) {
 			t.Fatalf("want %v, got %v %v", want, fh.Type, err)
 		}
 	}
-	write(&packet.Ping{Type: packet.TypePingreq}) // a wake-up for a PINGREQ alone: it detaches again
+	writePacket(t, conn, &packet.Ping{Type: packet.TypePingreq}) // a wake-up for a PINGREQ alone: it detaches again
 	read(packet.TypePingresp)
 	waitFor(t, "the proxied connection detached again", func() bool { return sh.Detached() > base })
 	// QoS 0: no acknowledgement, which the node's log would hand to a
 	// writer goroutine after its fsync (write state: no detaching then
 	// until the batch sweeps).
-	write(&packet.Publish{Topic: []byte("det/x"), Payload: []byte("through a rebuilt socket")})
+	writePacket(t, conn, &packet.Publish{Topic: []byte("det/x"), Payload: []byte("through a rebuilt socket")})
 	expectMsg(t, got, "det/x=through a rebuilt socket")
 	// A PINGREQ that wakes it from its park (not one that comes while
 	// its reader still waits for more after the PUBLISH) detaches it.
 	waitFor(t, "the proxied connection detached once more", func() bool {
-		write(&packet.Ping{Type: packet.TypePingreq})
+		writePacket(t, conn, &packet.Ping{Type: packet.TypePingreq})
 		read(packet.TypePingresp)
 		for range 10 {
 			if sh.Detached() > base {
@@ -94,12 +82,7 @@ func TestProxiedConnectionDetaches(t *testing.T) {
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := n.pool.Exec(ctx, `UPDATE credentials SET revoked_at = now() WHERE id = $1`, id); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := n.pool.Exec(ctx, `SELECT pg_notify('berth_credentials', $1)`, id); err != nil {
-			t.Fatal(err)
-		}
+		revokeAndNotify(t, n, id)
 		select {
 		case err := <-ended:
 			if err != nil {
@@ -111,6 +94,20 @@ func TestProxiedConnectionDetaches(t *testing.T) {
 				t.Fatal("the detached connection of a revoked credential still open after 10 s")
 			}
 		}
+	}
+}
+
+// revokeAndNotify revokes credential id in Postgres and NOTIFYs the
+// node's listener; repeated until its effect shows, as the listener may
+// attach after the first NOTIFY (a revocation is idempotent).
+func revokeAndNotify(t *testing.T, n *testNode, id string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := n.pool.Exec(ctx, `UPDATE credentials SET revoked_at = now() WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.pool.Exec(ctx, `SELECT pg_notify('berth_credentials', $1)`, id); err != nil {
+		t.Fatal(err)
 	}
 }
 

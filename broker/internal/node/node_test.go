@@ -399,12 +399,7 @@ func TestRevocationEndsLiveConnections(t *testing.T) {
 			// the connection goes (a revocation is idempotent).
 			deadline := time.Now().Add(10 * time.Second)
 			for {
-				if _, err := n.pool.Exec(ctx, `UPDATE credentials SET revoked_at = now() WHERE id = $1`, id); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := n.pool.Exec(ctx, `SELECT pg_notify('berth_credentials', $1)`, id); err != nil {
-					t.Fatal(err)
-				}
+				revokeAndNotify(t, n, id)
 				select {
 				case e := <-ended:
 					if ne, ok := e.err.(net.Error); ok && ne.Timeout() {

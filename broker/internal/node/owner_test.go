@@ -109,12 +109,7 @@ func TestRevocationDeletesOfflineSessions(t *testing.T) {
 	// session goes (a revocation is idempotent).
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := n.pool.Exec(ctx, `UPDATE credentials SET revoked_at = now() WHERE id = $1`, doomed); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := n.pool.Exec(ctx, `SELECT pg_notify('berth_credentials', $1)`, doomed); err != nil {
-			t.Fatal(err)
-		}
+		revokeAndNotify(t, n, doomed)
 		time.Sleep(100 * time.Millisecond)
 		if _, ok := sh.SessionStats("device-9"); !ok {
 			break

@@ -206,6 +206,20 @@ func rawConnect(t *testing.T, conn rawConn, id string) *packet.Reader {
 	return r
 }
 
+// writePacket writes one MQTT 5 packet to conn.
+func writePacket(t *testing.T, conn io.Writer, p interface {
+	Append([]byte, byte) ([]byte, error)
+}) {
+	t.Helper()
+	b, err := p.Append(nil, packet.Version5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func expectDisconnect(t *testing.T, r *packet.Reader, want packet.ReasonCode) {
 	t.Helper()
 	for {

@@ -311,18 +311,8 @@ func TestLeaderWithoutQuorumStopsServing(t *testing.T) {
 	lead := c.leader(t, replTenant, nil)
 	conn := lead.dial(t, cr, nil)
 	r := rawConnect(t, conn, "pub")
-	send := func(p *packet.Publish) {
-		t.Helper()
-		b, err := p.Append(nil, packet.Version5)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Write(b); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// With its quorum the leader acknowledges.
-	send(&packet.Publish{QoS: 1, PacketID: 1, Topic: []byte("q/x"), Payload: []byte("before")})
+	writePacket(t, conn, &packet.Publish{QoS: 1, PacketID: 1, Topic: []byte("q/x"), Payload: []byte("before")})
 	fh, body, err := r.ReadPacket(0)
 	if err != nil || fh.Type != packet.TypePuback {
 		t.Fatalf("want PUBACK, got %v %v", fh.Type, err)
@@ -337,7 +327,7 @@ func TestLeaderWithoutQuorumStopsServing(t *testing.T) {
 			n.kill(t)
 		}
 	}
-	send(&packet.Publish{QoS: 1, PacketID: 2, Topic: []byte("q/x"), Payload: []byte("after")})
+	writePacket(t, conn, &packet.Publish{QoS: 1, PacketID: 2, Topic: []byte("q/x"), Payload: []byte("after")})
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for {
 		fh, body, err := r.ReadPacket(0)

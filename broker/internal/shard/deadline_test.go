@@ -1,13 +1,11 @@
 package shard
 
 import (
-	"context"
 	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"berth.dev/broker/internal/listener"
 	"berth.dev/broker/packet"
 )
 
@@ -29,32 +27,9 @@ func (d deadlineCounter) SetReadDeadline(t time.Time) error {
 // serveCounting serves sh with every connection wrapped in a
 // deadlineCounter counting into moves.
 func serveCounting(t *testing.T, sh *Shard, moves *atomic.Int64) string {
-	t.Helper()
-	if err := sh.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := listener.NewAsync(nil, func(c net.Conn, remote string, done func()) {
-		sh.Serve(deadlineCounter{Conn: c, moves: moves}, ConnInfo{AllowAnonymous: true, RemoteAddr: remote}, done)
+	return serveWrapped(t, sh, ConnInfo{AllowAnonymous: true}, func(c net.Conn) net.Conn {
+		return deadlineCounter{Conn: c, moves: moves}
 	})
-	if err := srv.ServeTCP(ln); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Close()
-		if err := sh.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := srv.Wait(ctx); err != nil {
-			t.Errorf("waiting for connections: %v", err)
-		}
-	})
-	return ln.Addr().String()
 }
 
 // TestBusyReaderMovesItsDeadlineRarely: a connection that can park and

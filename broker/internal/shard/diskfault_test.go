@@ -73,13 +73,20 @@ func faultyShard(t *testing.T, policy wal.Policy) (*testBroker, *diskFS) {
 // reason code of its PUBACK/PUBREC (completing a successful QoS 2 flow).
 func publishQoS(c *rawClient, qos byte, id uint16, seq int) packet.ReasonCode {
 	c.t.Helper()
-	c.send(&packet.Publish{QoS: qos, PacketID: id, Topic: []byte("disk/t"), Payload: []byte(strconv.Itoa(seq))})
-	if qos == 1 {
+	return c.publishAcked(&packet.Publish{QoS: qos, PacketID: id, Topic: []byte("disk/t"), Payload: []byte(strconv.Itoa(seq))})
+}
+
+// publishAcked sends a QoS 1/2 PUBLISH and returns the reason code of its
+// PUBACK/PUBREC, completing a successful QoS 2 flow (PUBREL, PUBCOMP).
+func (c *rawClient) publishAcked(p *packet.Publish) packet.ReasonCode {
+	c.t.Helper()
+	c.send(p)
+	if p.QoS == 1 {
 		return c.ack(packet.TypePuback).Reason
 	}
 	rec := c.ack(packet.TypePubrec)
 	if rec.Reason < 0x80 {
-		c.send(&packet.Ack{Type: packet.TypePubrel, PacketID: id})
+		c.send(&packet.Ack{Type: packet.TypePubrel, PacketID: p.PacketID})
 		c.ack(packet.TypePubcomp)
 	}
 	return rec.Reason

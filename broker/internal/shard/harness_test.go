@@ -58,6 +58,17 @@ func serve(t testing.TB, sh *Shard, info ConnInfo) *testBroker {
 // and returns the address.
 func serveHooked(t testing.TB, sh *Shard, info ConnInfo, accepted func(net.Conn)) string {
 	t.Helper()
+	return serveWrapped(t, sh, info, func(c net.Conn) net.Conn {
+		if accepted != nil {
+			accepted(c)
+		}
+		return c
+	})
+}
+
+// serveWrapped is serveHooked serving what wrap makes of each connection.
+func serveWrapped(t testing.TB, sh *Shard, info ConnInfo, wrap func(net.Conn) net.Conn) string {
+	t.Helper()
 	if err := sh.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -66,12 +77,9 @@ func serveHooked(t testing.TB, sh *Shard, info ConnInfo, accepted func(net.Conn)
 		t.Fatal(err)
 	}
 	srv := listener.NewAsync(nil, func(c net.Conn, remote string, done func()) {
-		if accepted != nil {
-			accepted(c)
-		}
 		ci := info
 		ci.RemoteAddr = remote
-		sh.Serve(c, ci, done)
+		sh.Serve(wrap(c), ci, done)
 	})
 	if err := srv.ServeTCP(ln); err != nil {
 		t.Fatal(err)

@@ -76,16 +76,7 @@ func storedRetained(t *testing.T, b *testBroker) []string {
 // reason of its PUBACK/PUBREC (completing a successful QoS 2 flow).
 func retainQoS(c *rawClient, qos byte, id uint16, payload string) packet.ReasonCode {
 	c.t.Helper()
-	c.send(&packet.Publish{QoS: qos, PacketID: id, Retain: true, Topic: []byte("ret/t"), Payload: []byte(payload)})
-	if qos == 1 {
-		return c.ack(packet.TypePuback).Reason
-	}
-	rec := c.ack(packet.TypePubrec)
-	if rec.Reason < 0x80 {
-		c.send(&packet.Ack{Type: packet.TypePubrel, PacketID: id})
-		c.ack(packet.TypePubcomp)
-	}
-	return rec.Reason
+	return c.publishAcked(&packet.Publish{QoS: qos, PacketID: id, Retain: true, Topic: []byte("ret/t"), Payload: []byte(payload)})
 }
 
 // TestRefusedRetainedNotRetained fills the message log's disk under a
