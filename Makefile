@@ -30,6 +30,8 @@ lint: ## gofmt, go vet and staticcheck over every module
 	@out=$$(gofmt -l $(MODULES) web/*.go); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(GOPKGS)
 	@$(DEV)/staticcheck.sh $(GOPKGS)
+	@# The Linux-only paths (epoll, sendfile, the SYN filter) keep portable fallbacks: a developer on macOS builds too.
+	GOOS=darwin $(GO) build $(GOPKGS)
 
 bench: ## Berth vs mosquitto, mochi-mqtt and NATS on loopback, one table in bench/results/ (BENCH_FLAGS=-quick: smoke run)
 	@bench/run.sh $(BENCH_FLAGS)
