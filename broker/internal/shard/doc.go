@@ -93,9 +93,13 @@
 // nothing per subscriber (pinned by TestRouteAllocations and
 // TestEncodeAllocations).
 //
-// Small messages (slab chunks) are never reused: the garbage collector
+// Small messages in slab chunks are never reused: the garbage collector
 // frees them once no queue, inflight window, retained store, replay or
-// writer holds them. A big message (over slabMaxCopy, up to 1 MiB) is
+// writer holds them. A small message without properties that came alone
+// in its read (a publisher at a steady rate, one packet per wake) comes
+// instead from a per-shard pool, the message and its bytes in one
+// object counted like a big message's buffer (smallmsg.go): a lone
+// message allocates nothing (TestLoneMessageAllocations). A big message (over slabMaxCopy, up to 1 MiB) is
 // built in a size-classed buffer from a per-shard pool and counts its
 // holders: reader, queue entries, inflight entries, the writer's batch
 // until written, pending dead letters; the last to let go gives the

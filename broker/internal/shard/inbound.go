@@ -85,7 +85,19 @@ const maxPooledReadBuf = 1 << 20
 // be buffered in the reader (idle waits only then; end discards it
 // first): the read buffer may be the scratch's own small one.
 func (c *conn) releaseInput() {
+	c.releaseReadBuf()
+	c.noteWaiting()
+	c.releaseScratch()
+}
+
+// releaseReadBuf gives back the read buffer, if it has one, and drops
+// what a busy wait read into it (idleBusy) that no packet read took: the
+// connection ends.
+func (c *conn) releaseReadBuf() {
 	s := c.shard
+	if c.w.raw != nil {
+		c.w.raw.dropRead()
+	}
 	b := c.rd.Release()
 	if b != nil && len(b) != smallReadBufSize {
 		// A burst of small packets says nothing about the next big one.
@@ -103,12 +115,23 @@ func (c *conn) releaseInput() {
 		h.b, c.big = b, nil
 		s.bigBufs.Put(h)
 	}
+}
+
+// noteWaiting ends what the reader did since it last waited for input:
+// its acknowledgement samples and records, its outbox's counts.
+func (c *conn) noteWaiting() {
 	if c.in != nil {
 		c.recordSent() // normally done by the outbox flush already
 		c.logAcked()
 		c.in.out.packets = 0
 		c.in.out.forgetQueued()
-		s.inbound.Put(c.in)
+	}
+}
+
+// releaseScratch gives back the scratch.
+func (c *conn) releaseScratch() {
+	if c.in != nil {
+		c.shard.inbound.Put(c.in)
 		c.in = nil
 	}
 }

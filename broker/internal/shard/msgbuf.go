@@ -50,11 +50,15 @@ type msgBuf struct {
 	b     []byte // the whole class size
 	pool  *msgPool
 	class uint8
+	// small is the message in the same pooled object, for a small
+	// message's (smallmsg.go); nil for a buffer of a size class.
+	small *message
 }
 
 // msgPool is a shard's pool of message buffers.
 type msgPool struct {
 	classes [msgBufClasses]sync.Pool // *msgBuf
+	small   sync.Pool                // *msgBuf of a smallMsg (smallmsg.go)
 	poison  bool                     // overwrite buffers given back (Options.poisonFreed)
 	// gets and puts count buffers handed out and given back: equal once
 	// nothing holds a pooled message (TestMessageBuffersReturned).
@@ -108,6 +112,10 @@ func (b *msgBuf) put() {
 		}
 	}
 	p.puts.Add(1)
+	if b.small != nil {
+		b.putSmall()
+		return
+	}
 	p.classes[b.class].Put(b)
 }
 

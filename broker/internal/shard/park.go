@@ -113,7 +113,12 @@ func (c *conn) parks() bool { return c.park.key != 0 }
 // (park.woke) parks again at once: a device that pings now and then
 // is not busy, and waiting parkAfter on a goroutine is what a fleet
 // pinging at once would pay for with thousands of stacks.
+//
+// A busy reader waits as idleBusy says.
 func (c *conn) idle(start time.Time) (park bool, err error) {
+	if c.parks() && c.park.woke == wokeNot {
+		return c.idleBusy(start)
+	}
 	c.releaseInput()
 	if !c.parks() {
 		if err = c.w.raw.waitReadable(); err != nil {
@@ -126,16 +131,7 @@ func (c *conn) idle(start time.Time) (park bool, err error) {
 	if c.park.woke == wokePings {
 		wait = 0 // a deadline already passed: park unless input is there (parkReader's arming sees it then)
 	}
-	// The deadline moves only when it would come before start+wait, and
-	// then to start+2×wait: a busy connection moves it once per parkAfter,
-	// not once per packet (every move of a runtime timer may wake a second
-	// thread: the runtime's wakeNetPoller, a futex wake and a spinning M),
-	// and parks parkAfter to 2×parkAfter after its last packet.
-	if until := start.Add(wait).UnixNano(); wait == 0 || c.park.waitUntil < until {
-		dl := start.Add(2 * wait)
-		_ = c.nc.SetReadDeadline(dl)
-		c.park.waitUntil = dl.UnixNano()
-	}
+	c.waitDeadline(start, wait)
 	err = c.w.raw.waitReadable()
 	if os.IsTimeout(err) && !c.kicked.Load() {
 		c.park.waitUntil = 0 // resumed, it may read a new net.Conn (detach.go)
@@ -148,6 +144,56 @@ func (c *conn) idle(start time.Time) (park bool, err error) {
 	// The wait's deadline stays for the packet that came: the keep
 	// alive's replaces it only if its read must wait (readWaits).
 	return false, c.takeInputBuf()
+}
+
+// idleBusy is idle for a busy reader, one that handled more than
+// PINGREQs since it last woke (park.woke wokeNot): it waits at most
+// parkAfter, as every reader that can park does, holding its read buffer
+// and scratch, and reads what comes straight into that buffer
+// (rawIO.waitInto), which the packet reader then parses where it landed:
+// a packet that comes alone costs one read, with no peek before it. When
+// the wait runs out it gives both back and reports park.
+func (c *conn) idleBusy(start time.Time) (park bool, err error) {
+	c.noteWaiting()
+	buf := c.rd.Release()
+	if len(buf) < readBufSize {
+		// The small buffer of a reader woken for small packets
+		// (wakeinput.go), or none: a busy one reads into a whole one.
+		c.takeReadBuf()
+		buf = c.rd.Release()
+	}
+	c.shard.poison(buf) // tests: nothing may still point into what it read before
+	c.waitDeadline(start, parkAfter)
+	err = c.w.raw.waitInto(buf)
+	c.rd.Use(buf)
+	switch {
+	case os.IsTimeout(err) && !c.kicked.Load():
+		c.park.waitUntil = 0 // resumed, it may read a new net.Conn (detach.go)
+		c.releaseInput()     // a parked reader holds no buffer
+		return true, nil
+	case err != nil:
+		return false, err
+	case c.w.raw.input == inputEnd:
+		return false, c.inputEnd()
+	}
+	// The wait's deadline stays for the packet that came: the keep
+	// alive's replaces it only if its read must wait (readWaits).
+	return false, nil
+}
+
+// waitDeadline sets the deadline of a wait for input that may park, which
+// starts at start and lasts wait (parkAfter, or 0 to park at once unless
+// input is there). The deadline moves only when it would come before
+// start+wait, and then to start+2×wait: a busy connection moves it once
+// per parkAfter, not once per packet (every move of a runtime timer may
+// wake a second thread: the runtime's wakeNetPoller, a futex wake and a
+// spinning M), and parks parkAfter to 2×parkAfter after its last packet.
+func (c *conn) waitDeadline(start time.Time, wait time.Duration) {
+	if until := start.Add(wait).UnixNano(); wait == 0 || c.park.waitUntil < until {
+		dl := start.Add(2 * wait)
+		_ = c.nc.SetReadDeadline(dl)
+		c.park.waitUntil = dl.UnixNano()
+	}
 }
 
 // readWaits is called before a read that waits on the socket for the rest

@@ -19,8 +19,9 @@ import (
 // Ps were all idle wakes the runtime's monitor thread (sysmon: a futex
 // wake, then a run of 20 µs sleeps), and the first syscall after a
 // reader wakes for a packet is exactly that. Handling a lone PUBLISH
-// (peek, read, writev to the subscriber) thus costs no futex and no
-// extra thread on the way (issue 19, target 3: measured in bench/README.md).
+// (a busy reader's read, waitInto; or a peek and a read; then the writev
+// to the subscriber) thus costs no futex and no extra thread on the way
+// (issue 19, target 3: measured in bench/README.md).
 //
 // While its connection is parked without its net.Conn (detach.go), rc is
 // nil and fd the duplicated descriptor that keeps the socket open: only
@@ -34,7 +35,10 @@ type rawIO struct {
 	errno syscall.Errno
 	// The reader's, apart from the writers' n and errno (writes are
 	// under the connection's write lock, reads on its reader alone).
-	rbuf     []byte // tryRead's destination, only during the call
+	// rbuf is tryRead's destination during the call; between calls,
+	// rbuf[:rn] are the bytes waitInto read, which sockReader's next Read
+	// returns first (rn 0: none).
+	rbuf     []byte
 	rn       int
 	rerrno   syscall.Errno
 	inputErr syscall.Errno // waitReadable's: the error it peeked, 0 end of stream
@@ -42,7 +46,7 @@ type rawIO struct {
 	fd       int32         // the parked socket's duplicated descriptor while rc is nil; -1 none
 	writeFn  func(fd uintptr) bool
 	peekFn   func(fd uintptr) bool
-	readFn   func(fd uintptr) bool
+	readFn   func(fd uintptr) bool // tryRead's and waitInto's
 	// waits, if set, is called before sockReader's read waits on the
 	// socket (conn.readWaits); reader-owned.
 	waits func()
@@ -144,6 +148,39 @@ func (r *rawIO) peek(fd uintptr) bool {
 	return true
 }
 
+// waitInto is waitReadable for a busy reader (conn.idleBusy): it reads
+// what comes into p, the reader's buffer, instead of peeking at it, so a
+// packet that comes alone costs one read and no peek, and keeps the bytes
+// for sockReader's next Read, which returns them where they are. It sets
+// r.input: inputEnd for the end of the stream or a reset, else inputMore.
+func (r *rawIO) waitInto(p []byte) error {
+	if r.rc == nil {
+		return net.ErrClosed
+	}
+	r.rbuf, r.rn = p, 0
+	r.input = inputWait
+	if err := r.rc.Read(r.readFn); err != nil {
+		r.rbuf, r.rn, r.input = nil, 0, inputMore // tryRead's calls never wait
+		return err
+	}
+	switch n, e := r.rn, r.rerrno; {
+	case e == syscall.EINTR:
+		// Nothing read: the ordinary read sorts it out.
+	case e != 0:
+		r.input, r.inputErr = inputEnd, e // a reset: the read would fail too
+	case n == 0:
+		r.input, r.inputErr = inputEnd, 0 // end of stream
+	default:
+		return nil // rbuf[:rn] kept for the next Read
+	}
+	r.rbuf, r.rn = nil, 0
+	return nil
+}
+
+// dropRead forgets the bytes waitInto read and no Read has taken: the
+// buffer they are in goes back (conn.releaseReadBuf), the connection ends.
+func (r *rawIO) dropRead() { r.rbuf, r.rn = nil, 0 }
+
 // tryRead reads what the socket holds into p without waiting: 0 when it
 // holds nothing, and also at the end of the stream or on an error, which
 // the caller's ordinary read then reports as the net package does.
@@ -153,17 +190,27 @@ func (r *rawIO) tryRead(p []byte) int {
 	}
 	r.rbuf = p
 	err := r.rc.Read(r.readFn)
-	r.rbuf = nil
+	n := r.rn
+	r.rbuf, r.rn = nil, 0
 	if err != nil || r.rerrno != 0 {
 		return 0
 	}
-	return r.rn
+	return n
 }
 
+// read is tryRead's and waitInto's call: tryRead's never parks (an empty
+// socket is left to nc.Read), waitInto's waits in the netpoller while
+// the socket is empty.
 func (r *rawIO) read(fd uintptr) bool {
 	n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&r.rbuf[0])), uintptr(len(r.rbuf)))
+	if e == syscall.EAGAIN && r.input == inputWait {
+		return false
+	}
 	r.rn, r.rerrno = int(n), e
-	return true // never park: an empty socket is left to nc.Read
+	if r.input == inputWait {
+		r.input = inputMore // done waiting; waitInto classifies what came
+	}
+	return true
 }
 
 // reader is what the connection's packet reader reads: nc, through a
@@ -188,6 +235,15 @@ type sockReader struct {
 }
 
 func (s *sockReader) Read(p []byte) (int, error) {
+	if r := s.raw; r.rn > 0 {
+		// What waitInto read, into p itself when p is the buffer it read
+		// into (conn.idleBusy: the copy is then no copy).
+		n := copy(p, r.rbuf[:r.rn])
+		if r.rbuf, r.rn = r.rbuf[n:], r.rn-n; r.rn == 0 {
+			r.rbuf = nil
+		}
+		return n, nil
+	}
 	if n := s.raw.tryRead(p); n > 0 {
 		return n, nil
 	}

@@ -28,3 +28,7 @@ func (*rawIO) waitReadable() error { return errors.ErrUnsupported }
 func (*rawIO) hasCallbacks() bool { return false }
 
 func (*rawIO) reader(nc net.Conn) io.Reader { return nc }
+
+func (*rawIO) waitInto([]byte) error { return errors.ErrUnsupported }
+
+func (*rawIO) dropRead() {}

@@ -71,6 +71,9 @@ func (sl *slab) newMessage(p *packet.Publish, topicName []byte, now time.Time, p
 	}
 	// Messages like this one that are already buffered, this one included.
 	ahead := 1 + more/(n+4)
+	if len(sl.msgs) == 0 && ahead == 1 && sl.pool != nil && fitsSmall(need, withHeaders, nup) {
+		return sl.pool.newSmall(p, topicName, now, publisher) // alone in its read: no chunk of one (smallmsg.go)
+	}
 	if len(sl.msgs) == 0 {
 		sl.msgs = make([]message, min(ahead, slabMessages))
 		base := &sl.msgs[0]

@@ -6,10 +6,11 @@ import (
 	"berth.dev/broker/packet"
 )
 
-// A reader that waited for input (conn.idle, a parked connection woken
-// by the poller) first peeks at what came, into a small array on its
-// stack, and only then takes a buffer for it (docs/idle-connections.md,
-// "The mass wake-up"):
+// A reader that waited for input without a buffer (conn.idle: a reader
+// that cannot park, one that parks at once, a parked connection woken by
+// the poller) first peeks at what came, into a small array on its stack,
+// and only then takes a buffer for it (docs/idle-connections.md, "The
+// mass wake-up"; a busy reader keeps its buffer and reads, idleBusy):
 //
 //   - the end of the stream, or a reset: no buffer; the connection ends
 //     on the reader's goroutine (teardown.go: no writer goroutine either);
@@ -32,6 +33,7 @@ const (
 	inputMore  inputKind = iota // more than a few small whole packets, or not known
 	inputSmall                  // whole packets, smallReadBufSize bytes or fewer in all
 	inputEnd                    // end of stream or an error: nothing to read
+	inputWait                   // waitInto is waiting: nothing read yet
 )
 
 // classifyInput says what the peeked bytes b are; all is true when b is
@@ -57,14 +59,20 @@ func classifyInput(b []byte, all bool) inputKind {
 func (c *conn) takeInputBuf() error {
 	switch c.w.raw.input {
 	case inputEnd:
-		if e := c.w.raw.inputErr; e != 0 {
-			return e
-		}
-		return io.EOF
+		return c.inputEnd()
 	case inputSmall:
 		c.rd.Use(c.scratch().small[:])
 		return nil
 	}
 	c.takeReadBuf()
 	return nil
+}
+
+// inputEnd is the error of the end of input a wait found: io.EOF, or the
+// errno of a reset.
+func (c *conn) inputEnd() error {
+	if e := c.w.raw.inputErr; e != 0 {
+		return e
+	}
+	return io.EOF
 }
