@@ -34,6 +34,10 @@ type Config struct {
 	MaxKeepAlive   int
 	SysInterval    time.Duration
 	ShutdownGrace  time.Duration
+	// MemReturnEvery: at most one return of free heap to the system per
+	// this long, after an allocation burst (memtrim); 0 disables.
+	MemReturnEvery time.Duration
+	HeapProfileDir string // on SIGUSR1, a heap profile goes here too
 
 	// Node mode (set by -node-id): tenant shards behind a PROXY-v2-only
 	// listener, fed by gateways; see nodeConfig.
@@ -75,17 +79,18 @@ type Config struct {
 // defaultConfig is the one place defaults live.
 func defaultConfig() Config {
 	return Config{
-		Listen:        "127.0.0.1:1883",
-		LogFormat:     "text",
-		LogLevel:      "info",
-		MaxPacketSize: 1 << 20,
-		Fsync:         "interval",
-		FsyncInterval: 100 * time.Millisecond,
-		ReplayHistory: time.Hour,
-		MaxQueued:     10_000,
-		MaxInflight:   1024,
-		SysInterval:   10 * time.Second,
-		ShutdownGrace: 10 * time.Second,
+		Listen:         "127.0.0.1:1883",
+		LogFormat:      "text",
+		LogLevel:       "info",
+		MaxPacketSize:  1 << 20,
+		Fsync:          "interval",
+		FsyncInterval:  100 * time.Millisecond,
+		ReplayHistory:  time.Hour,
+		MaxQueued:      10_000,
+		MaxInflight:    1024,
+		SysInterval:    10 * time.Second,
+		ShutdownGrace:  10 * time.Second,
+		MemReturnEvery: time.Minute,
 
 		InternalListen: ":7883",
 		AdminListen:    ":7880",
@@ -158,6 +163,8 @@ Flags:
 	fs.IntVar(&cfg.MaxKeepAlive, "max-keepalive", cfg.MaxKeepAlive, "cap on client keep alive in seconds (MQTT 5); 0 = none")
 	fs.DurationVar(&cfg.SysInterval, "sys-interval", cfg.SysInterval, "$SYS publish interval; negative disables")
 	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long SIGTERM waits for clients to be flushed")
+	fs.DurationVar(&cfg.MemReturnEvery, "mem-return-every", cfg.MemReturnEvery, "after a burst of allocation (a connect storm) has settled, return the free heap to the system (a collection, then debug.FreeOSMemory), at most once per this long; 0 disables")
+	fs.StringVar(&cfg.HeapProfileDir, "heap-profile-dir", cfg.HeapProfileDir, "on SIGUSR1 the broker logs its memory classes; with this set it also writes a heap profile here")
 	fs.StringVar(&cfg.NodeID, "node-id", cfg.NodeID, "run as a Berth node with this id (multi-tenant, behind gateways) instead of standalone")
 	fs.StringVar(&cfg.InternalListen, "internal-listen", cfg.InternalListen, "node: MQTT listener for gateways (PROXY v2 header required)")
 	fs.StringVar(&cfg.AdminListen, "admin-listen", cfg.AdminListen, "node: internal admin HTTP listener")
@@ -235,6 +242,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxQueued <= 0 || c.MaxInflight <= 0 || c.MaxInflight > 65535 {
 		errs = append(errs, errors.New("config: -max-queued and -max-inflight must be positive (inflight <= 65535)"))
+	}
+	if c.MemReturnEvery < 0 {
+		errs = append(errs, errors.New("config: -mem-return-every must not be negative"))
 	}
 	if c.MaxKeepAlive < 0 || c.MaxKeepAlive > 65535 {
 		errs = append(errs, errors.New("config: -max-keepalive out of range"))

@@ -74,6 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, ready f
 	if err := cfg.ensureDataDir(); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
+	startMemory(ctx, cfg, log) // memory.go: return after bursts, SIGUSR1 report
 	if cfg.NodeID != "" {
 		return runNode(ctx, cfg, log)
 	}

@@ -203,7 +203,10 @@ func (s *Shard) Sessions() []SessionInfo {
 		info := SessionInfo{ClientID: sess.clientID, Subscriptions: s.tree.Count(sess.id)}
 		sess.mu.Lock()
 		info.ProtocolVersion = sess.version
-		info.CredentialID, info.SubscriptionsRevoked = sess.owner, sess.subsRevoked
+		info.CredentialID = sess.owner
+		if sess.rare != nil {
+			info.SubscriptionsRevoked = sess.rare.subsRevoked
+		}
 		if c := sess.conn; c != nil {
 			info.Connected, info.RemoteAddr = true, c.info.RemoteAddr
 			at := time.Unix(0, sess.attachedAt).UTC()

@@ -161,8 +161,8 @@ func (c *conn) appendPublishLocked(dv *delivery, now int64) ([]byte, bool) {
 		dv.state = statePublish
 		sess.seq++
 		dv.seq = sess.seq
-		if len(sess.traced) > 0 {
-			delete(sess.traced, dv.id) // a stale trace must not end at this copy's ack
+		if tr := sess.tracedLocked(); len(tr) > 0 {
+			delete(tr, dv.id) // a stale trace must not end at this copy's ack
 		}
 	}
 	start := len(w.arena)

@@ -40,7 +40,7 @@ import (
 const (
 	maxHeldHeap    = 2110 // bytes of live heap per held connection, client side included
 	maxConnSize    = 696  // unsafe.Sizeof(conn{}): with its 8-byte malloc header, the 704 B size class
-	maxSessionSize = 480  // unsafe.Sizeof(session{}): the 480 B size class (no header under 512 B)
+	maxSessionSize = 448  // unsafe.Sizeof(session{}): the 448 B size class (no header under 512 B)
 )
 
 // TestConnStateSize: the structs every held connection keeps stay within

@@ -123,7 +123,7 @@ func (s *Shard) attach(c *conn, clean bool, expiry uint32, ack *packet.Connack) 
 
 // dropSubsLocked removes the subscriptions of sess that auth no longer
 // allows (a resumed session whose credential's ACL narrowed), counts them
-// in sess.subsRevoked and returns their filters. s.mu is held, so no
+// in sess.rare.subsRevoked and returns their filters. s.mu is held, so no
 // message is routed to them meanwhile.
 func (s *Shard) dropSubsLocked(sess *session, auth Authorizer) []string {
 	var dropped []string
@@ -137,7 +137,7 @@ func (s *Shard) dropSubsLocked(sess *session, auth Authorizer) []string {
 	}
 	if len(dropped) > 0 {
 		sess.mu.Lock()
-		sess.subsRevoked += uint64(len(dropped))
+		sess.rareLocked().subsRevoked += uint64(len(dropped))
 		sess.mu.Unlock()
 		s.stats.subsRevoked.Add(uint64(len(dropped)))
 	}

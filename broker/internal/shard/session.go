@@ -63,6 +63,10 @@ type session struct {
 	id       topic.SubscriberID
 	clientID string
 	online   atomic.Bool // conn != nil, readable without mu (share-group picking)
+	// nextID, dirty and stalled fill online's word.
+	nextID  uint16
+	dirty   bool // cursor (below) may have moved since the session was saved
+	stalled bool // see drained
 	// owner is the credential id the session belongs to (ConnInfo.
 	// CredentialID); empty: none (standalone, or restored from a record
 	// written before owners were kept, until a credential resumes it).
@@ -78,7 +82,6 @@ type session struct {
 	queue       ring
 	queuedBytes int
 	inflight    map[uint16]delivery // outbound QoS 1/2 by packet id; nil until the first (putInflightLocked)
-	nextID      uint16
 	seq         uint64
 	// awaitingRel are the inbound QoS 2 ids accepted, awaiting PUBREL
 	// [MQTT-4.3.3-10], each with the log offset plus one of the message
@@ -90,27 +93,19 @@ type session struct {
 	awaitingRel map[uint16]uint64
 	relAt       map[uint16]uint64
 	q2pos       uint64
-	fullSince   int64                   // when the queue first hit its limit, Unix nanoseconds; 0 if not full
-	dropped     *[numDropReasons]uint64 // undelivered copies by reason; nil until the first
-	// subsRevoked counts the subscriptions dropped on resume because the
-	// resuming connection's ACL no longer covers them.
-	subsRevoked uint64
-	pendingWill *willMsg // will waiting for its delay or the session end
+	fullSince   int64        // when the queue first hit its limit, Unix nanoseconds; 0 if not full
+	rare        *sessionRare // drop counters, revoked subscriptions, traced copies; nil until one is needed
+	pendingWill *willMsg     // will waiting for its delay or the session end
 	// stored are deliveries whose message lives in the message log
 	// (offline persistent sessions, restart, replay); they go out before
 	// queue. replaying > 0 holds queue back while a replay is collected.
 	stored    offRing
 	replaying int
 	// cursor is the lowest log offset the session may still need (saved
-	// with the session); dirty means it may have moved.
+	// with the session; dirty, above, says it may have moved).
 	cursor      uint64
-	dirty       bool
-	stalled     bool // see drained
 	willTimer   *time.Timer
 	expiryTimer *time.Timer
-	// traced are the traced QoS 1/2 copies inflight, by packet id, until
-	// their PUBACK or PUBCOMP ends their delivery span (trace.go).
-	traced map[uint16]tracedDelivery
 	// drained is closed once the queue is back under half its bounds,
 	// for the readers of publishers pausing on it; stalled marks a queue
 	// that stayed behind through a whole pause: no reader pauses on it
@@ -210,17 +205,14 @@ func (sess *session) enqueue(d *delivery, now time.Time) (kick, out *conn, behin
 
 // dropLocked counts one undelivered copy.
 func (sess *session) dropLocked(r DropReason) {
-	if sess.dropped == nil {
-		sess.dropped = new([numDropReasons]uint64)
-	}
-	sess.dropped[r]++
+	sess.rareLocked().dropped[r]++
 	sess.shard.stats.drops[r].Add(1)
 }
 
 // dropCountsLocked returns the undelivered copies counted, by reason.
 func (sess *session) dropCountsLocked() (n [numDropReasons]uint64) {
-	if sess.dropped != nil {
-		n = *sess.dropped
+	if sess.rare != nil {
+		n = sess.rare.dropped
 	}
 	return n
 }

@@ -113,7 +113,7 @@ type tracedWrite struct {
 }
 
 // tracedDelivery is a traced QoS 1/2 copy inflight, waiting for its
-// PUBACK or PUBCOMP (session.traced).
+// PUBACK or PUBCOMP (sessionRare.traced).
 type tracedDelivery struct {
 	tr      *msgTrace
 	written time.Time
@@ -133,9 +133,9 @@ func (c *conn) traceWritten(list []tracedWrite) {
 			continue
 		}
 		sess.mu.Lock()
-		if d, ok := sess.traced[w.id]; ok && d.tr == w.tr {
+		if d, ok := sess.tracedLocked()[w.id]; ok && d.tr == w.tr {
 			d.written = now
-			sess.traced[w.id] = d
+			sess.rare.traced[w.id] = d
 		}
 		sess.mu.Unlock()
 	}
@@ -145,30 +145,32 @@ func (c *conn) traceWritten(list []tracedWrite) {
 // traceInflightLocked registers a traced QoS 1/2 copy sent with packet id
 // id; sess.mu is held.
 func (sess *session) traceInflightLocked(id uint16, qos byte, tr *msgTrace) {
-	if sess.traced == nil {
-		sess.traced = make(map[uint16]tracedDelivery)
+	r := sess.rareLocked()
+	if r.traced == nil {
+		r.traced = make(map[uint16]tracedDelivery)
 	}
-	sess.traced[id] = tracedDelivery{tr: tr, qos: qos}
+	r.traced[id] = tracedDelivery{tr: tr, qos: qos}
 }
 
 // endTraceLocked ends the delivery span of the traced copy with packet id
 // id, if there is one; sess.mu is held.
 func (sess *session) endTraceLocked(id uint16, acked bool, errText string) {
-	if len(sess.traced) == 0 {
+	traced := sess.tracedLocked()
+	if len(traced) == 0 {
 		return
 	}
-	d, ok := sess.traced[id]
+	d, ok := traced[id]
 	if !ok {
 		return
 	}
-	delete(sess.traced, id)
+	delete(traced, id)
 	d.tr.deliver(sess.clientID, d.qos, d.written, time.Now(), acked, errText)
 }
 
 // endAllTracesLocked ends every traced copy still waiting for its
 // acknowledgement (the connection ended); sess.mu is held.
 func (sess *session) endAllTracesLocked(errText string) {
-	for id := range sess.traced {
+	for id := range sess.tracedLocked() {
 		sess.endTraceLocked(id, false, errText)
 	}
 }
