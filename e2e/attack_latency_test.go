@@ -26,6 +26,7 @@ type latencyProbe struct {
 	phase   string
 	arrived map[int][]int // publisher → sequence numbers in arrival order
 	lat     []time.Duration
+	sent    []time.Time // lat[i]'s message was sent at sent[i]
 }
 
 // latencyResult is one run of the probe.
@@ -33,6 +34,10 @@ type latencyResult struct {
 	n        int
 	p50, p99 time.Duration
 	lat      []time.Duration // every sample, sorted
+	// every sample in arrival order, with when its message was sent: when
+	// the slow ones happened (slowWhen, fault_floodstat_test.go)
+	sent   []time.Time
+	unsort []time.Duration
 }
 
 // newLatencyProbe connects publishers clients of credential c and one
@@ -87,6 +92,7 @@ func (p *latencyProbe) record(topic, payload string, at time.Time) {
 	}
 	p.arrived[k] = append(p.arrived[k], seq)
 	p.lat = append(p.lat, at.Sub(time.Unix(0, sent)))
+	p.sent = append(p.sent, time.Unix(0, sent))
 }
 
 // run publishes for d, each publisher every interval, waits for every
@@ -95,7 +101,7 @@ func (p *latencyProbe) record(topic, payload string, at time.Time) {
 func (p *latencyProbe) run(t *testing.T, phase string, d, interval time.Duration) latencyResult {
 	t.Helper()
 	p.mu.Lock()
-	p.phase, p.arrived, p.lat = phase, map[int][]int{}, nil
+	p.phase, p.arrived, p.lat, p.sent = phase, map[int][]int{}, nil, nil
 	p.mu.Unlock()
 	sent := make([]int, len(p.pubs))
 	var wg sync.WaitGroup
@@ -149,7 +155,8 @@ func (p *latencyProbe) run(t *testing.T, phase string, d, interval time.Duration
 	}
 	lat := slices.Clone(p.lat)
 	slices.Sort(lat)
-	return latencyResult{n: len(lat), p50: percentile(lat, 0.50), p99: percentile(lat, 0.99), lat: lat}
+	return latencyResult{n: len(lat), p50: percentile(lat, 0.50), p99: percentile(lat, 0.99), lat: lat,
+		sent: slices.Clone(p.sent), unsort: slices.Clone(p.lat)}
 }
 
 // percentile is the nearest-rank q-quantile of sorted.

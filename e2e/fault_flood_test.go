@@ -174,8 +174,11 @@ func floodRound(t *testing.T, plan floodPlan, s *stack.Stack, fnet *floodNet, cg
 	authRefused0 := gatewayCounter(t, g, "berth_gateway_refusals_total", "")
 	synDropped0 := gatewayCounter(t, g, "berth_gateway_syn_dropped_total", "")
 	cooled0 := gatewayCounter(t, g, "berth_gateway_flood_cooldowns_total", "")
+	hsWaits0 := gatewayCounter(t, g, "berth_gateway_handshake_waits_total", "")
+	busy0 := gatewayCounter(t, g, "berth_gateway_refusals_total", `reason="server_busy"`)
 	listenDrops0 := listenDrops()
 	s2 := snapSys(procs, g.Pid())
+	floodStart := time.Now()
 	wait := startFlood(t, bins.ConnFlood, fnet, cg, g.MQTT, sources, plan.phase)
 	under := tg.probe.run(t, fmt.Sprintf("r%d-%s-flood", round, tg.name), plan.phase, floodProbeEvery)
 	s3 := snapSys(procs, g.Pid())
@@ -184,6 +187,8 @@ func floodRound(t *testing.T, plan floodPlan, s *stack.Stack, fnet *floodNet, cg
 	authRefused := gatewayCounter(t, g, "berth_gateway_refusals_total", "") - authRefused0
 	synDropped := gatewayCounter(t, g, "berth_gateway_syn_dropped_total", "") - synDropped0
 	cooled := gatewayCounter(t, g, "berth_gateway_flood_cooldowns_total", "") - cooled0
+	hsWaits := gatewayCounter(t, g, "berth_gateway_handshake_waits_total", "") - hsWaits0
+	busy := gatewayCounter(t, g, "berth_gateway_refusals_total", `reason="server_busy"`) - busy0
 	listenDropped := listenDrops() - listenDrops0
 
 	tg.alone = append(tg.alone, alone.lat...)
@@ -195,6 +200,8 @@ func floodRound(t *testing.T, plan floodPlan, s *stack.Stack, fnet *floodNet, cg
 	t.Logf("round %d, %s gateway, flood: %s", round, tg.name, sysDelta(s2, s3))
 	t.Logf("round %d, %s gateway, flood: %d attempts in %v (%.0f/s) from %d sources (flooder CPU %v of a %.1f-core budget): %d unanswered (SYN dropped), %d refused at accept, %d reached authentication, %d connects failed; gateway counted %d SYNs dropped in the kernel, %d rate-limited at accept, %d CONNECT refusals, %d sources put in cool-down; the kernel's listen drops (accept queue full) %d",
 		round, tg.name, attempts, took.Round(time.Millisecond), float64(attempts)/took.Seconds(), floodSources, fc.cpu.Round(time.Millisecond), floodCPU, dropped, refused, connacked, dialErr, synDropped, limited, authRefused, cooled, listenDropped)
+	t.Logf("round %d, %s gateway, flood: %s", round, tg.name, slowWhen(under, floodStart, alone.p99))
+	t.Logf("round %d, %s gateway, flood: %d CONNECTs waited for a handshake slot (-max-handshakes), %d refused busy", round, tg.name, hsWaits, busy)
 	t.Logf("round %d, %s gateway: QoS 1 round trip p50 %v → %v, p99 %v → %v (ratio %.2f), samples %d, %d, 0 lost",
 		round, tg.name, alone.p50, under.p50, alone.p99, under.p99, ratio, alone.n, under.n)
 

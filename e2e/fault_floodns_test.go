@@ -203,24 +203,3 @@ type floodCounts struct {
 	dropped                               int64         // the SYN went unanswered within floodDialTimeout
 	took, cpu                             time.Duration // wall time, and its CPU time (user + system)
 }
-
-// processCPU is the user + system CPU time process pid has used so far
-// (/proc/pid/stat, in clock ticks of 10 ms), 0 when unknown.
-func processCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')') // the command name may hold spaces
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state); utime, stime are fields 14, 15
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	k, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+k) * 10 * time.Millisecond
-}

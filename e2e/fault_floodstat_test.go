@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -188,4 +189,39 @@ func listenDrops() int64 {
 		}
 	}
 	return 0
+}
+
+// slowWhen says when, from the flood's start, the flood phase's slow
+// samples were sent: those over alone99 (the probe's p99 without the
+// flood) counted by offset, and the offsets of the slowest 1% (the ones
+// that make its p99).
+func slowWhen(under latencyResult, start time.Time, alone99 time.Duration) string {
+	edges := []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond, time.Second, time.Hour}
+	counts := make([]int, len(edges))
+	type sample struct {
+		off, lat time.Duration
+	}
+	var slow []sample
+	for i, lat := range under.unsort {
+		off := under.sent[i].Sub(start)
+		slow = append(slow, sample{off, lat})
+		if lat <= alone99 {
+			continue
+		}
+		for k, e := range edges {
+			if off < e {
+				counts[k]++
+				break
+			}
+		}
+	}
+	sort.Slice(slow, func(i, j int) bool { return slow[i].lat > slow[j].lat })
+	slow = slow[:min(len(slow), (len(slow)+99)/100)]
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "samples over the alone p99 %v by when sent after the flood began: <50ms %d, 50-100ms %d, 100-200ms %d, 200-500ms %d, 0.5-1s %d, later %d; the slowest 1%%:",
+		alone99, counts[0], counts[1], counts[2], counts[3], counts[4], counts[5])
+	for _, s := range slow {
+		fmt.Fprintf(&sb, " %v@%v", s.lat.Round(10*time.Microsecond), s.off.Round(time.Millisecond))
+	}
+	return sb.String()
 }

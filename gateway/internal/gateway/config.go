@@ -60,6 +60,13 @@ type Config struct {
 	// long, and then it gets its rate without a fresh burst (cooldown.go).
 	// 0 turns it off.
 	FloodCooldown time.Duration
+	// MaxHandshakes bounds the CONNECTs whose token is verified, or whose
+	// refusal is sent and closed, at once (handshake.go); 0 means
+	// max(1, GOMAXPROCS/2). One that finds none free waits up to
+	// HandshakeWait; a token still unverified then is refused with 0x89
+	// Server busy (3.1.1: 0x03).
+	MaxHandshakes int
+	HandshakeWait time.Duration
 	// BehindLoadBalancer: devices reach the gateway through a load
 	// balancer that hides their addresses (SNAT), so every connection's
 	// source is the balancer's. Turns the SYN filter off.
@@ -116,6 +123,7 @@ func DefaultConfig() Config {
 		MaxPendingPerIP:         64,
 		SYNFilter:               true,
 		FloodCooldown:           30 * time.Second,
+		HandshakeWait:           time.Second,
 		ProxyProtocolTimeout:    5 * time.Second,
 		ProxyProtocolMaxWaiting: 1024,
 		DefaultMaxConnections:   1000,
@@ -154,6 +162,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.AcceptBurst, "accept-burst", c.AcceptBurst, "global accept burst")
 	fs.IntVar(&c.MaxPendingPerIP, "max-pending-per-ip", c.MaxPendingPerIP, "connections per client IPv4 address or IPv6 /64 not yet authenticated; more are closed at accept")
 	fs.BoolVar(&c.SYNFilter, "syn-filter", c.SYNFilter, "drop SYNs over -per-ip-rate/-per-ip-burst per source in the kernel (eBPF; needs CAP_BPF or root, else off with an INFO line)")
+	fs.IntVar(&c.MaxHandshakes, "max-handshakes", c.MaxHandshakes, "CONNECTs whose token is verified, or whose refusal is sent and closed, at once, so that a burst of them leaves Ps to the relays; 0 means max(1, GOMAXPROCS/2)")
+	fs.DurationVar(&c.HandshakeWait, "handshake-wait", c.HandshakeWait, "how long a CONNECT waits for a -max-handshakes slot; a token still unverified then is refused with 0x89 Server busy (3.1.1: 0x03)")
 	fs.DurationVar(&c.FloodCooldown, "flood-cooldown", c.FloodCooldown, "refuse a source for this long once its CONNECTs keep failing (bad token, malformed, timeout) faster than -per-ip-rate/4, past -per-ip-burst/4; 0 disables")
 	fs.BoolVar(&c.BehindLoadBalancer, "behind-load-balancer", c.BehindLoadBalancer, "devices connect through a load balancer that hides their addresses (SNAT): turns -syn-filter off")
 	fs.StringVar(&c.ProxyProtocolFrom, "proxy-protocol-from", c.ProxyProtocolFrom, "load balancers (CIDR[,CIDR]) whose connections must start with a PROXY protocol v1 or v2 header naming the device; limits and logs then use the device's address; turns -syn-filter off")
@@ -226,6 +236,9 @@ func (c *Config) Validate() error {
 	}
 	if c.FloodCooldown < 0 {
 		errs = append(errs, errors.New("-flood-cooldown must not be negative"))
+	}
+	if c.MaxHandshakes < 0 || c.HandshakeWait <= 0 {
+		errs = append(errs, errors.New("-max-handshakes must not be negative and -handshake-wait must be positive"))
 	}
 	if c.MaxPendingPerIP < 1 {
 		errs = append(errs, errors.New("-max-pending-per-ip must be at least 1"))

@@ -102,6 +102,8 @@ func TestConfigValidate(t *testing.T) {
 		{"zero rate", func(c *Config) { c.PerIPRate = 0 }, "rates"},
 		{"no pending connections allowed", func(c *Config) { c.MaxPendingPerIP = 0 }, "max-pending-per-ip"},
 		{"negative flood cool-down", func(c *Config) { c.FloodCooldown = -time.Second }, "flood-cooldown"},
+		{"negative handshake bound", func(c *Config) { c.MaxHandshakes = -1 }, "max-handshakes"},
+		{"no handshake wait", func(c *Config) { c.HandshakeWait = 0 }, "handshake-wait"},
 		{"log format", func(c *Config) { c.LogFormat = "xml" }, "log-format"},
 		{"trace sample above 1", func(c *Config) { c.TraceSample = 1.5 }, "trace-sample"},
 		{"negative trace sample", func(c *Config) { c.TraceSample = -0.1 }, "trace-sample"},

@@ -123,11 +123,16 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport
 	ct := connTrace{start: start, transport: transport, source: sourceOf(remote)}
 	ct.enter(phaseParse, time.Now())
 
+	// A refused CONNECT's CONNACK and close, and the verification of a
+	// token, are done under a handshake slot (handshake.go): the close is
+	// at handle's return, before the slot is freed.
+	hs := handshakeHold{h: g.hs}
+	defer hs.end(client)
 	raw, fh, body, err := readConnect(client, g.cfg.MaxConnectSize)
 	if err != nil {
 		switch {
 		case errors.Is(err, packet.ErrPacketTooLarge):
-			g.refuse(client, log, &ct, refuseTooLarge, err)
+			g.refuseInSlot(ctx, &hs, client, log, &ct, refuseTooLarge, err)
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			g.refuse(client, log, &ct, refuseTimeout, err)
 		case errors.Is(err, net.ErrClosed):
@@ -137,14 +142,14 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport
 			// Gone before saying anything: a port scan or a health check.
 			// No connect, so no span.
 		default:
-			g.refuse(client, log, &ct, refuseMalformed, err)
+			g.refuseInSlot(ctx, &hs, client, log, &ct, refuseMalformed, err)
 		}
 		return
 	}
 	var p packet.Connect
 	if err := p.Decode(0, fh, body); err != nil {
 		ct.version = p.Version
-		g.refuse(client, log, &ct, decodeRefusal(&p, err), err)
+		g.refuseInSlot(ctx, &hs, client, log, &ct, decodeRefusal(&p, err), err)
 		return
 	}
 	ct.version, ct.clientID = p.Version, string(p.ClientID)
@@ -156,16 +161,32 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport
 	// Authentication: user name = credential id, password = token.
 	ct.enter(phaseAuth, time.Now())
 	if !p.UsernameFlag || !p.PasswordFlag {
-		g.refuse(client, log, &ct, refuseBadCredentials, errors.New("no user name or password"))
+		g.refuseInSlot(ctx, &hs, client, log, &ct, refuseBadCredentials, errors.New("no user name or password"))
+		return
+	}
+	// A token whose header verified here before costs a signature check:
+	// in a slot. Another may make the verifier wait for the key set: not.
+	known := g.hs.known.has(p.Password)
+	if known && !hs.enter(ctx) {
+		g.refuse(client, log, &ct, refuseBusy, errors.New("no handshake slot freed within -handshake-wait"))
 		return
 	}
 	claims, err := g.d.Auth.Verify(ctx, string(p.Username), p.Password)
+	switch {
+	case err == nil:
+		if !known {
+			g.hs.known.add(p.Password)
+		}
+		hs.leave() // the rest waits on other services, not on the CPU
+	case errors.Is(err, jwtauth.ErrUnknownKey):
+		g.hs.known.forget(p.Password)
+	}
 	if err != nil {
 		r := refuseBadCredentials
 		if errors.Is(err, jwtauth.ErrKeysUnavailable) {
 			r = refuseAuthDown
 		}
-		g.refuse(client, log, &ct, r, err)
+		g.refuseInSlot(ctx, &hs, client, log, &ct, r, err)
 		return
 	}
 	tid := claims.TenantID
@@ -304,11 +325,23 @@ func (g *Gateway) sniSlug(sni string) (string, bool) {
 // [MQTT-3.2.2-7].
 func (g *Gateway) refuse(c net.Conn, log *slog.Logger, ct *connTrace, r refusal, cause error) {
 	failed := time.Now()
+	g.noteRefusal(log, ct, r, cause, failed)
+	g.sendRefusal(c, ct, r, cause, failed)
+}
+
+// noteRefusal counts a refusal (against its source too, cooldown.go) and
+// logs it, sparingly.
+func (g *Gateway) noteRefusal(log *slog.Logger, ct *connTrace, r refusal, cause error, failed time.Time) {
 	g.m.refusals.WithLabelValues(ct.tenant, r.label).Inc()
 	g.refusedSource(ct.source, r, failed)
 	if g.refuseLog.allow(failed) {
 		log.Info("connect refused", "reason", r.label, "err", cause)
 	}
+}
+
+// sendRefusal sends a refusal's CONNACK, if it has one, and records it on
+// the connect's trace.
+func (g *Gateway) sendRefusal(c net.Conn, ct *connTrace, r refusal, cause error, failed time.Time) {
 	if ack := r.connack(ct.version); ack != nil {
 		c.SetWriteDeadline(time.Now().Add(time.Second))
 		c.Write(ack)

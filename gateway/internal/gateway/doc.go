@@ -36,6 +36,12 @@
 //	arrive (4 KiB, then doubling), never to the announced size up front;
 //	decoded with berth.dev/broker/packet
 //	   ▼
+//	handshake slot: ≤ MaxHandshakes (default GOMAXPROCS/2, at least 1)
+//	token verifications and refusals (CONNACK and close) at once; waits
+//	≤ HandshakeWait, then a token not verified yet ───── 0x89 / 0x03
+//	(handshake.go; not held to read, nor after auth, nor to verify a
+//	token whose JWT header never verified here: its key may be fetched)
+//	   ▼
 //	auth: password = JWT (jwtauth), user name = sub ── 0x86 / 0x04
 //	revoked credential, unknown tenant,
 //	SNI (tls, wss) ≠ tenant ────────────────────────── 0x87 / 0x05

@@ -47,6 +47,7 @@ type Gateway struct {
 	reg  *prometheus.Registry
 	m    *metrics
 	adm  *admission
+	hs   *handshakes // handshake admission (handshake.go)
 	pend *pendingIPs
 	// pendLog bounds the lines about connections refused over
 	// MaxPendingPerIP, refuseLog those about refused CONNECTs.
@@ -137,6 +138,7 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 		reg:  reg,
 		m:    m,
 		adm:  newAdmission(&cfg),
+		hs:   newHandshakes(&cfg, reg),
 		pend: newPendingIPs(cfg.MaxPendingPerIP, m.pending),
 		pendLog: newQuietLog(d.Logger, slog.LevelWarn,
 			"connections refused: too many pending from one source; lines not logged", pendLogEvery, 1),

@@ -28,6 +28,7 @@ var (
 	refuseNodeDown       = refusal{"node_unreachable", packet.ErrServerUnavailable}    // 0x88 / 0x03
 	refuseNoLeader       = refusal{"no_leader", packet.ErrServerUnavailable}           // 0x88 / 0x03: nodes answered 0x9C/0x9D (leader.go)
 	refuseShuttingDown   = refusal{"shutting_down", packet.ErrServerShuttingDown}      // 0x8B / 0x03
+	refuseBusy           = refusal{"server_busy", packet.ErrServerBusy}                // 0x89 / 0x03: no handshake slot (handshake.go)
 )
 
 // connack encodes the refusal CONNACK for version (nil when the refusal
