@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,24 +14,6 @@ import (
 
 	"berth.dev/testenv"
 )
-
-// syncBuffer is a process's output, read while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -64,8 +44,8 @@ func TestWorkerProcesses(t *testing.T) {
 		INSERT INTO tenants (id, account_id, slug, plan) VALUES ('ten_p', 'acc_p', 'p', 'pro')`); err != nil {
 		t.Fatal(err)
 	}
-	start := func() (*exec.Cmd, *syncBuffer) {
-		var out syncBuffer
+	start := func() (*exec.Cmd, *testenv.LogBuffer) {
+		var out testenv.LogBuffer
 		cmd := exec.Command(bin, "-interval", "1h", "-leader-poll", "50ms", "-log-format", "text")
 		cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL)
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -75,7 +55,7 @@ func TestWorkerProcesses(t *testing.T) {
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		return cmd, &out
 	}
-	leads := func(out *syncBuffer) func() bool {
+	leads := func(out *testenv.LogBuffer) func() bool {
 		return func() bool { return strings.Contains(out.String(), "billing worker leads") }
 	}
 
@@ -135,7 +115,7 @@ func TestNowClosesTheRunningMonth(t *testing.T) {
 	now := time.Now().UTC()
 	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
 	clock := month.AddDate(0, 1, 0).Add(time.Hour + time.Second) // past the month's end and the default 1 h grace
-	var out syncBuffer
+	var out testenv.LogBuffer
 	cmd := exec.Command(bin, "-interval", "1h", "-log-format", "text", "-now", clock.Format(time.RFC3339))
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL)
 	cmd.Stdout, cmd.Stderr = &out, &out

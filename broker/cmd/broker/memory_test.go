@@ -1,43 +1,25 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"berth.dev/testenv"
 )
-
-// syncBuffer is a bytes.Buffer the logger and the test may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // SIGUSR1 makes the broker log its memory by class and, with
 // -heap-profile-dir, write a heap profile there and log the classes after
 // a collection.
 func TestMemoryReportOnSIGUSR1(t *testing.T) {
 	dir := t.TempDir()
-	var out syncBuffer
+	var out testenv.LogBuffer
 	log := slog.New(slog.NewJSONHandler(&out, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

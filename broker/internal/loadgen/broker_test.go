@@ -18,10 +18,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"berth.dev/testenv"
 	"github.com/coder/websocket"
 )
 
@@ -67,7 +67,7 @@ func startMosquittoConf(t *testing.T, port int, conf string) string {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(mosquittoPath, "-c", path)
-	log := &syncBuffer{}
+	log := &testenv.LogBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -81,24 +81,6 @@ func startMosquittoConf(t *testing.T, port int, conf string) string {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	waitListening(t, addr, exited, log)
 	return addr
-}
-
-// syncBuffer collects a child's output safely.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // waitListening polls addr until it accepts, the process exits, or 10 s pass.

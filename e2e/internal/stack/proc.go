@@ -6,7 +6,6 @@
 package stack
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -19,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"berth.dev/testenv"
 )
 
 // Binaries are the built programs.
@@ -70,33 +71,16 @@ func repoRoot() (string, error) {
 type Proc struct {
 	Name string
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *testenv.LogBuffer
 	done chan struct{}
 	err  error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Start runs bin with args and env (added to this process's environment).
 // When the test ends the process gets SIGTERM, then SIGKILL after 10 s.
 func Start(t testing.TB, name, bin string, args, env []string) *Proc {
 	t.Helper()
-	p := &Proc{Name: name, log: &syncBuffer{}, done: make(chan struct{})}
+	p := &Proc{Name: name, log: &testenv.LogBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log

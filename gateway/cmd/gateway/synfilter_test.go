@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,31 +10,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"berth.dev/testenv"
 )
-
-// lockedBuffer is a process's stderr, read while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // capBPF is CAP_BPF's bit in /proc/<pid>/status (linux/capability.h).
 const capBPF = 39
@@ -115,7 +95,7 @@ func runForSYNFilter(t *testing.T, bin string, wrap []string, uid uint32) (strin
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = []string{"BERTH_PROXY_SECRET=0123456789abcdef0123456789abcdef", "PATH=/usr/bin:/bin:/usr/sbin:/sbin"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
-	var logs lockedBuffer
+	var logs testenv.LogBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 
 	"berth.dev/broker/packet"
 	"berth.dev/broker/proxyproto"
+	"berth.dev/testenv"
 )
 
 // The balancer of these tests is 127.0.0.2 (any 127.0.0.0/8 address is
@@ -262,12 +263,12 @@ func TestParseTrusted(t *testing.T) {
 // comes from a balancer, so the kernel filter (per source) stays off and
 // says why, whatever the privileges.
 func TestSYNFilterOffWithProxyProtocol(t *testing.T) {
-	logs := &logBuffer{}
+	logs := &testenv.LogBuffer{}
 	e := newEnv(t, envOptions{
 		logger: slog.New(slog.NewJSONHandler(logs, nil)),
 		config: func(c *Config) { balancerConfig(c); c.SYNFilter = true },
 	})
-	off := logs.lines(t, "syn filter off")
+	off := logs.Records(t, "syn filter off")
 	if len(off) != 1 || !strings.Contains(fmt.Sprint(off[0]["reason"]), "proxy-protocol-from") || e.gw.syn != nil {
 		t.Fatalf("startup log %v (filter loaded: %v), want one \"syn filter off\" line naming -proxy-protocol-from", off, e.gw.syn != nil)
 	}

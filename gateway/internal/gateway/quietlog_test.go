@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"berth.dev/testenv"
 )
 
 // TestQuietLog: in an interval the first burst events are allowed and the
@@ -13,7 +15,7 @@ import (
 func TestQuietLog(t *testing.T) {
 	const burst, flood = 3, 40
 	const every = 50 * time.Millisecond
-	logs := &logBuffer{}
+	logs := &testenv.LogBuffer{}
 	q := newQuietLog(slog.New(slog.NewJSONHandler(logs, nil)), slog.LevelInfo, "summary", every, burst)
 	t.Cleanup(q.stop)
 	t0 := time.Now()
@@ -26,8 +28,8 @@ func TestQuietLog(t *testing.T) {
 	if allowed != burst {
 		t.Fatalf("%d of %d events allowed in one interval, want %d", allowed, flood, burst)
 	}
-	waitUntil(t, func() bool { return len(logs.lines(t, "summary")) > 0 }) // the interval's timer
-	s := logs.lines(t, "summary")
+	waitUntil(t, func() bool { return len(logs.Records(t, "summary")) > 0 }) // the interval's timer
+	s := logs.Records(t, "summary")
 	if len(s) != 1 || s[0]["suppressed"] != float64(flood-burst) || s[0]["level"] != "INFO" {
 		t.Fatalf("summary lines %v, want one at INFO with suppressed %d", s, flood-burst)
 	}
@@ -44,7 +46,7 @@ func TestQuietLog(t *testing.T) {
 		t.Fatalf("next interval: %d allowed, want %d", allowed, burst)
 	}
 	q.stop()
-	if s := logs.lines(t, "summary"); len(s) != 2 || s[1]["suppressed"] != float64(2) {
+	if s := logs.Records(t, "summary"); len(s) != 2 || s[1]["suppressed"] != float64(2) {
 		t.Fatalf("summary lines %v, want a second with suppressed 2", s)
 	}
 
@@ -54,7 +56,7 @@ func TestQuietLog(t *testing.T) {
 		t.Fatal("first event of an interval not allowed")
 	}
 	q.stop()
-	if s := logs.lines(t, "summary"); len(s) != 2 {
+	if s := logs.Records(t, "summary"); len(s) != 2 {
 		t.Fatalf("summary lines %v after an interval within its burst, want still 2", s)
 	}
 }

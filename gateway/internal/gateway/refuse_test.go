@@ -4,19 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"berth.dev/broker/packet"
+	"berth.dev/testenv"
 )
 
 // resetAtAccept dials addr from the local IP from and asserts that the
@@ -99,7 +98,7 @@ func noCredentialsConnect(t testing.TB) []byte {
 // Shutdown as here); the metrics count every refusal.
 func TestRefusedConnectLogBounded(t *testing.T) {
 	const extra = 25
-	logs := &logBuffer{}
+	logs := &testenv.LogBuffer{}
 	e := newEnv(t, envOptions{
 		logger:  slog.New(slog.NewJSONHandler(logs, nil)),
 		config:  func(c *Config) { c.PerIPRate, c.PerIPBurst = 1e6, 1e6 },
@@ -114,52 +113,19 @@ func TestRefusedConnectLogBounded(t *testing.T) {
 	waitUntil(t, func() bool {
 		return strings.Contains(scrape(t, e), fmt.Sprintf(`berth_gateway_refusals_total{reason="bad_credentials",tenant_id=""} %d`, refuseLogBurst+extra))
 	})
-	if n := len(logs.lines(t, "connect refused")); n != refuseLogBurst {
+	if n := len(logs.Records(t, "connect refused")); n != refuseLogBurst {
 		t.Fatalf("%d connect refused lines for %d refusals, want the first %d", n, refuseLogBurst+extra, refuseLogBurst)
 	}
-	if s := logs.lines(t, "connect refused; lines not logged"); len(s) != 0 {
+	if s := logs.Records(t, "connect refused; lines not logged"); len(s) != 0 {
 		t.Fatalf("summary before the interval ended: %v", s)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	e.gw.Shutdown(ctx)
-	s := logs.lines(t, "connect refused; lines not logged")
+	s := logs.Records(t, "connect refused; lines not logged")
 	if len(s) != 1 || s[0]["suppressed"] != float64(extra) {
 		t.Fatalf("summary lines %v, want one with suppressed %d", s, extra)
 	}
-}
-
-// logBuffer collects a JSON slog handler's lines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// lines returns the records whose message is msg.
-func (l *logBuffer) lines(t testing.TB, msg string) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, ln := range bytes.Split(l.b.Bytes(), []byte("\n")) {
-		if len(ln) == 0 {
-			continue
-		}
-		var r map[string]any
-		if err := json.Unmarshal(ln, &r); err != nil {
-			t.Fatalf("log line %q: %v", ln, err)
-		}
-		if r["msg"] == msg {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 // BenchmarkRefuseAtAccept measures a connection refused by the per-IP

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/testenv"
 	"github.com/eclipse/paho.golang/paho"
 )
 
@@ -51,15 +52,15 @@ func needRoot(t *testing.T) {
 func TestSYNFilter(t *testing.T) {
 	needRoot(t)
 	const rate, burst = 1, 3 // one token a second: the burst's checks take well under that
-	logs := &logBuffer{}
+	logs := &testenv.LogBuffer{}
 	e := newEnv(t, envOptions{
 		logger: slog.New(slog.NewJSONHandler(logs, nil)),
 		config: func(c *Config) { c.SYNFilter, c.PerIPRate, c.PerIPBurst = true, rate, burst },
 	})
-	if na := logs.lines(t, "syn filter not attached; the per-IP limits apply at accept"); len(na) != 0 {
+	if na := logs.Records(t, "syn filter not attached; the per-IP limits apply at accept"); len(na) != 0 {
 		t.Fatalf("the filter was not attached: %v", na)
 	}
-	if on := logs.lines(t, "syn filter on"); len(on) != 1 {
+	if on := logs.Records(t, "syn filter on"); len(on) != 1 {
 		t.Fatalf("startup log has %d \"syn filter on\" lines, want 1", len(on))
 	}
 	for _, kind := range []string{KindTCP, KindWS} {
@@ -112,18 +113,18 @@ func TestSYNFilter(t *testing.T) {
 // per-IP limit refuses at accept with a reset, in userspace.
 func TestSYNFilterOffBehindLoadBalancer(t *testing.T) {
 	needRoot(t)
-	logs := &logBuffer{}
+	logs := &testenv.LogBuffer{}
 	e := newEnv(t, envOptions{
 		logger: slog.New(slog.NewJSONHandler(logs, nil)),
 		config: func(c *Config) {
 			c.SYNFilter, c.BehindLoadBalancer, c.PerIPRate, c.PerIPBurst = true, true, 0.001, 2
 		},
 	})
-	off := logs.lines(t, "syn filter off")
+	off := logs.Records(t, "syn filter off")
 	if len(off) != 1 || !strings.Contains(fmt.Sprint(off[0]["reason"]), "behind-load-balancer") {
 		t.Fatalf("startup log %v, want one \"syn filter off\" line naming -behind-load-balancer", off)
 	}
-	if on := logs.lines(t, "syn filter on"); len(on) != 0 {
+	if on := logs.Records(t, "syn filter on"); len(on) != 0 {
 		t.Fatalf("startup log says the filter is on: %v", on)
 	}
 	for range 2 {

@@ -8,31 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"berth.dev/testenv"
 	"golang.org/x/sys/unix"
 )
-
-// lockedBuffer is a bytes.Buffer read while a command writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // openPTY opens a pseudo-terminal: the master (the user's side) and the
 // terminal a program reads.
@@ -66,7 +48,7 @@ func openPTY(t *testing.T) (master, tty *os.File) {
 
 // typeWhenAsked waits until stderr ends with prompt and the terminal's
 // echo is off (the program is reading a secret), then types line.
-func typeWhenAsked(t *testing.T, master, tty *os.File, stderr *lockedBuffer, prompt, line string) {
+func typeWhenAsked(t *testing.T, master, tty *os.File, stderr *testenv.LogBuffer, prompt, line string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -116,7 +98,7 @@ func TestPasswordPromptOnATerminal(t *testing.T) {
 	vars := map[string]string{"BERTH_CONFIG": filepath.Join(dir, "config.json"), "BERTH_API_URL": url}
 	const pw = "a secret typed at the prompt"
 	cli := func(args []string, answers ...[2]string) (int, string) {
-		var stdout, stderr lockedBuffer
+		var stdout, stderr testenv.LogBuffer
 		done := make(chan int, 1)
 		go func() {
 			done <- run(context.Background(), args, &env{stdin: tty, stdout: &stdout, stderr: &stderr, getenv: func(k string) string { return vars[k] }})
