@@ -57,13 +57,17 @@ func (g *Gateway) serve(s *session, c net.Conn, tlsConf *tls.Config, start time.
 		g.handle(s, c, start, KindTCP, "", pend)
 		return
 	}
-	tc := tls.Server(c, tlsConf)
+	sc := newSlotConn(c, g.hs) // the server's part of the handshake under a slot (tlsslot.go)
+	tc := tls.Server(sc, tlsConf)
 	ctx, cancel := context.WithDeadline(g.connCtx, start.Add(g.cfg.ConnectTimeout))
 	err := tc.HandshakeContext(ctx)
 	cancel()
+	sc.release()
 	if err != nil {
-		g.tlsHandshakeFailed()
-		g.sourceFailed(sourceOf(s.remoteAddr()), time.Now())
+		g.tlsFailed(sc)
+		if !sc.busy.Load() {
+			g.sourceFailed(sourceOf(s.remoteAddr()), time.Now())
+		}
 		return
 	}
 	g.handle(s, tc, start, KindTLS, tc.ConnectionState().ServerName, pend)

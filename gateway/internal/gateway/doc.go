@@ -29,7 +29,9 @@
 //	ws   (8083)  WebSocket upgrade on /mqtt, subprotocol "mqtt"
 //	wss  (8084)  TLS handshake (ALPN http/1.1), then the same upgrade
 //	             (tls and wss: one certificate store, reloaded from disk;
-//	             a failed handshake is counted as reason tls_handshake)
+//	             a failed handshake is counted as reason tls_handshake;
+//	             its server part takes a handshake slot, tlsslot.go:
+//	             none within HandshakeWait → abandoned, reason tls_busy)
 //	   ▼
 //	read CONNECT: ConnectTimeout deadline, MaxConnectSize cap, exactly the
 //	packet and not one byte more; the body's buffer grows as its bytes

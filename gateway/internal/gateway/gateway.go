@@ -163,7 +163,7 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 		if err != nil {
 			return nil, err
 		}
-		g.tls = &tls.Config{GetCertificate: cr.getCertificate, MinVersion: tls.VersionTLS12, NextProtos: []string{"mqtt"}}
+		g.tls = g.tlsConfig(cr) // tlsslot.go
 	}
 	g.syn = loadSYNFilter(&cfg, d.Logger) // closed by Shutdown
 	reg.MustRegister(synDroppedMetric(g.syn))
@@ -242,7 +242,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 				l = bl
 			}
 			if w.kind == KindWSS {
-				l = tls.NewListener(l, g.wssTLS())
+				l = tls.NewListener(slotListener{l, g.hs}, g.wssTLS())
 			}
 			srv := g.wsServer()
 			g.mu.Lock()
@@ -282,7 +282,8 @@ func (g *Gateway) wsServer() *http.Server {
 		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelInfo), // TLS handshake errors, accept retries
 		ConnState: func(c net.Conn, st http.ConnState) {
 			if tc, ok := c.(*tls.Conn); ok && st == http.StateClosed && !tc.ConnectionState().HandshakeComplete {
-				g.tlsHandshakeFailed()
+				sc, _ := tc.NetConn().(*slotConn)
+				g.tlsFailed(sc)
 			}
 		},
 	}

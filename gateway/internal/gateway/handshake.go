@@ -56,12 +56,12 @@ func newHandshakes(cfg *Config, reg prometheus.Registerer) *handshakes {
 		wait:  cfg.HandshakeWait,
 		waits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "berth_gateway_handshake_waits_total",
-			Help: "CONNECTs that found all -max-handshakes slots taken and waited for one (up to -handshake-wait; a token still unverified then is refused, refusals_total{reason=\"server_busy\"}).",
+			Help: "CONNECTs and TLS handshakes that found all -max-handshakes slots taken and waited for one (up to -handshake-wait; a token still unverified then is refused, refusals_total{reason=\"server_busy\"}; a TLS handshake is abandoned, reason=\"tls_busy\").",
 		}),
 	}
 	reg.MustRegister(h.waits, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "berth_gateway_handshakes_in_progress",
-		Help: "CONNECTs whose token is being verified, or whose refusal is being sent and closed, right now (at most -max-handshakes).",
+		Help: "CONNECTs whose token is being verified, or whose refusal is being sent and closed, and TLS handshakes whose server part is being computed, right now (at most -max-handshakes).",
 	}, func() float64 { return float64(len(h.slots)) }))
 	return h
 }
