@@ -58,19 +58,22 @@ func (s *Shard) End(nc net.Conn, reason packet.ReasonCode) bool {
 
 // setDeadline (re)arms the timer that ends the connection when its
 // credential expires (DISCONNECT 0xA0, maximum connect time); zero
-// disarms it. Reader goroutine only.
+// disarms it. Reader goroutine only, once the connection has its session.
 func (c *conn) setDeadline(t time.Time) {
-	if c.deadline != nil {
-		c.deadline.Stop()
+	c.sess.mu.Lock()
+	defer c.sess.mu.Unlock()
+	if c.rare != nil && c.rare.deadline != nil {
+		c.rare.deadline.Stop()
 	}
 	if t.IsZero() {
 		return
 	}
-	if c.deadline == nil {
-		c.deadline = time.AfterFunc(time.Until(t), func() { c.kick(packet.ErrMaximumConnectTime) })
+	r := c.rareLocked()
+	if r.deadline == nil {
+		r.deadline = time.AfterFunc(time.Until(t), func() { c.kick(packet.ErrMaximumConnectTime) })
 		return
 	}
-	c.deadline.Reset(time.Until(t))
+	r.deadline.Reset(time.Until(t))
 }
 
 // handleAuth answers an AUTH packet: only a client-initiated

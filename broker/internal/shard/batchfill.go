@@ -60,7 +60,7 @@ func (c *conn) fillLocked() int {
 	}
 	for sess.queue.len() > 0 && bytes < maxBatchBytes && len(w.vec) < maxBatchVecs && w.msgs < maxBatchMsgs {
 		d := sess.queue.peek()
-		if d.qos > 0 && len(sess.inflight) >= c.window {
+		if d.qos > 0 && len(sess.inflight) >= int(c.window) {
 			break // [MQTT-4.9.0-2] the client's Receive Maximum
 		}
 		if s.syncAcks && !c.deliverableLocked(d.msg) {
@@ -240,7 +240,7 @@ func (c *conn) encodePublishLocked(dst []byte, d *delivery, dup bool, now int64)
 		}
 	}
 	packet.SetPublishFlags(dst[start:], dup && d.qos > 0, d.retain)
-	if c.maxOut > 0 && len(dst)-start+m.payloadLen() > c.maxOut {
+	if c.maxOut > 0 && len(dst)-start+m.payloadLen() > int(c.maxOut) {
 		if newAlias {
 			delete(c.outAliases, string(m.topic))
 		}

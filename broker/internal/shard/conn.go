@@ -34,27 +34,26 @@ type conn struct {
 	log atomic.Pointer[slog.Logger] // made on first use (logger)
 	rd  packet.Reader               // its buffer comes from Shard.readBufs
 
-	clientID  string
-	sess      *session
-	keepAlive time.Duration // read deadline per packet; 0 none
+	clientID string
+	sess     *session
 
-	// Limits the client announced.
-	window      int // outbound inflight window; guarded by sess.mu once attached
-	recvMax     int // the client's Receive Maximum (65535 when not given)
-	maxOut      int // client's Maximum Packet Size; 0 none
+	// Limits the client announced, packed with the small fields below
+	// into 16 B (docs/idle-connections.md).
+	window      uint16 // outbound inflight window (windowFor); guarded by sess.mu once attached
+	recvMax     uint16 // the client's Receive Maximum (65535 when not given)
 	outAliasMax uint16
+	ka          uint16 // the granted Keep Alive in seconds; keepAlive derives the read deadline
+	maxOut      uint32 // client's Maximum Packet Size; 0 none
+	expiry0     bool   // CONNECT asked for Session Expiry 0 [MQTT-3.14.2-2]
+	readsBig    bool   // the last burst needed a buffer past readBufSize; reader-owned
+	version     byte
 	outAliases  map[string]uint16
 	inAliases   [][]byte // inbound topic aliases, index = alias; made on first use
 
-	// deadline fires at the credential's expiry (ConnInfo.Deadline);
-	// reader-owned, moved by a re-authentication.
-	deadline *time.Timer
-
-	will      *willMsg
-	willDelay uint32
-	expiry0   bool // CONNECT asked for Session Expiry 0 [MQTT-3.14.2-2]
-	readsBig  bool // the last burst needed a buffer past readBufSize; reader-owned
-	version   byte
+	will *willMsg // with its Will Delay Interval (willMsg.delay)
+	// rare holds the timers and the ended channel few connections ever
+	// make (connrare.go); guarded by sess.mu, nil until one is needed.
+	rare *connRare
 
 	// Guarded by sess.mu.
 	ctrl       []byte      // encoded non-PUBLISH packets waiting for the writer
@@ -77,11 +76,6 @@ type conn struct {
 	pstate     atomic.Uint32  // readerRunning or readerParked (park.go)
 	writing    atomic.Bool    // a writer goroutine runs (startWriter)
 	writerDone sync.WaitGroup // done when the last writer has closed the socket
-	// done is closed when the connection is fully torn down (over): made
-	// by the first ended, as few connections are waited for; guarded by
-	// sess.mu.
-	done      chan struct{}
-	killTimer *time.Timer // closes the socket if the final flush hangs
 
 	// Output; guarded by w.mu.
 	w writeState

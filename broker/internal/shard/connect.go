@@ -150,7 +150,7 @@ func (c *conn) applyConnect(cp *packet.Connect, o *connectTerms) bool {
 		o.ka = s.opts.MaxKeepAlive
 		o.serverKA = true
 	}
-	c.keepAlive = time.Duration(o.ka) * time.Second * 3 / 2
+	c.ka = o.ka
 
 	// Session expiry: 3.1.1 clean session 0 never expires; MQTT 5 takes
 	// the property (absent = 0) [MQTT-3.1.2-23].
@@ -173,9 +173,9 @@ func (c *conn) applyConnect(cp *packet.Connect, o *connectTerms) bool {
 	c.recvMax = 65535
 	if v5 {
 		if cp.Props.Has.Has(packet.PropReceiveMaximum) {
-			c.recvMax = int(cp.Props.ReceiveMaximum)
+			c.recvMax = cp.Props.ReceiveMaximum
 		}
-		c.maxOut = int(cp.Props.MaximumPacketSize) // [MQTT-3.1.2-24] [MQTT-3.1.2-25]
+		c.maxOut = cp.Props.MaximumPacketSize      // [MQTT-3.1.2-24] [MQTT-3.1.2-25]
 		c.outAliasMax = cp.Props.TopicAliasMaximum // [MQTT-3.3.2-9]
 	}
 
@@ -187,8 +187,8 @@ func (c *conn) applyConnect(cp *packet.Connect, o *connectTerms) bool {
 		}
 		wp := packet.Publish{QoS: cp.WillQoS, Retain: cp.WillRetain, Topic: cp.WillTopic, Payload: cp.WillPayload, Props: cp.WillProps}
 		c.will = &willMsg{msg: newMessage(&wp, cp.WillTopic, time.Now(), noPublisher),
-			limiter: c.info.Limiter, traffic: c.info.Traffic, clientID: c.clientID}
-		c.willDelay = cp.WillProps.WillDelay
+			limiter: c.info.Limiter, traffic: c.info.Traffic, clientID: c.clientID,
+			delay: cp.WillProps.WillDelay}
 	}
 	return true
 }
@@ -296,7 +296,7 @@ func (c *conn) redeliverLocked() {
 			inWindow++
 			continue
 		}
-		if inWindow >= c.window {
+		if inWindow >= int(c.window) {
 			// The client's new Receive Maximum is smaller: the rest wait
 			// in the queue, ahead of newer messages [MQTT-3.3.4-9].
 			if c.sentLogged(d) {

@@ -42,7 +42,7 @@ func (c *conn) detachLocked() bool {
 	}
 	sess := c.sess
 	sess.mu.Lock()
-	if c.closing || c.killTimer != nil {
+	if c.closing || c.killArmedLocked() {
 		sess.mu.Unlock()
 		_ = unix.Close(dup)
 		return false

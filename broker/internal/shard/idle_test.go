@@ -39,7 +39,7 @@ import (
 // same tree without them, 2,130-2,160 B.
 const (
 	maxHeldHeap    = 2110 // bytes of live heap per held connection, client side included
-	maxConnSize    = 696  // unsafe.Sizeof(conn{}): with its 8-byte malloc header, the 704 B size class
+	maxConnSize    = 632  // unsafe.Sizeof(conn{}): with its 8-byte malloc header, the 640 B size class
 	maxSessionSize = 448  // unsafe.Sizeof(session{}): the 448 B size class (no header under 512 B)
 )
 

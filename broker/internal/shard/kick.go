@@ -80,15 +80,15 @@ func (c *conn) stop(reason packet.ReasonCode, killTimer bool) bool {
 // armKillTimerLocked starts the timer that closes the socket if the
 // final flush hangs, unless it runs; sess.mu is held.
 func (c *conn) armKillTimerLocked() {
-	if c.killTimer == nil {
-		c.killTimer = time.AfterFunc(closeFlushTimeout, c.killSocket)
+	if r := c.rareLocked(); r.killTimer == nil {
+		r.killTimer = time.AfterFunc(closeFlushTimeout, c.killSocket)
 	}
 }
 
 func (c *conn) stopKillTimer() {
 	c.sess.mu.Lock()
-	if c.killTimer != nil {
-		c.killTimer.Stop()
+	if c.killArmedLocked() {
+		c.rare.killTimer.Stop()
 	}
 	c.sess.mu.Unlock()
 }
@@ -105,13 +105,14 @@ func (c *conn) kickReasonValue() packet.ReasonCode {
 func (c *conn) ended() <-chan struct{} {
 	c.sess.mu.Lock()
 	defer c.sess.mu.Unlock()
-	if c.done == nil {
-		c.done = make(chan struct{})
+	r := c.rareLocked()
+	if r.done == nil {
+		r.done = make(chan struct{})
 		if c.over {
-			close(c.done)
+			close(r.done)
 		}
 	}
-	return c.done
+	return r.done
 }
 
 // markEnded closes ended's channel, if one was made: the connection is
@@ -119,7 +120,10 @@ func (c *conn) ended() <-chan struct{} {
 func (c *conn) markEnded() {
 	c.sess.mu.Lock()
 	c.over = true
-	done := c.done
+	var done chan struct{}
+	if c.rare != nil {
+		done = c.rare.done
+	}
 	c.sess.mu.Unlock()
 	if done != nil {
 		close(done)

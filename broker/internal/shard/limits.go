@@ -287,7 +287,7 @@ func (s *Shard) SetLimits(maxInflight, maxQueuedBytes int) {
 	for _, sess := range s.sessions {
 		sess.mu.Lock()
 		if c := sess.conn; c != nil {
-			w := min(c.recvMax, maxInflight)
+			w := windowFor(c.recvMax, maxInflight)
 			grew := w > c.window
 			c.window = w
 			if grew {

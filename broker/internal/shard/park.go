@@ -65,10 +65,6 @@ type parking struct {
 	due     atomic.Int64
 	added   atomic.Bool // the socket (or its dup, detached) is in the poller's epoll set
 	expired bool        // set by the keep-alive wake-up for the resumed loop
-	// waitUntil is the read deadline idle set for its wait (Unix
-	// nanoseconds), still on the socket; 0 when it is another (the keep
-	// alive's, none, a new net.Conn's). Reader-owned.
-	waitUntil int64
 	// woke is wokeFresh once the reader resumes from its park, wokePings
 	// once it has handled PINGREQs and nothing else since (idle);
 	// wokeConnect from CONNECT until it handles anything else;
@@ -78,6 +74,10 @@ type parking struct {
 	// detached: the reader parked without its socket and has not rebuilt
 	// its packet reader's source since (reattach); reader-owned.
 	detached bool
+	// waitUntil is the read deadline idle set for its wait (Unix
+	// nanoseconds), still on the socket; 0 when it is another (the keep
+	// alive's, none, a new net.Conn's). Reader-owned.
+	waitUntil int64
 	// ident is the bare socket handed to Serve, once it was detached: End
 	// finds the connection by it. Guarded like c.nc (detach.go).
 	ident weak.Pointer[net.TCPConn]
@@ -214,8 +214,8 @@ func (c *conn) readWaits() {
 // setReadDeadline sets the keep-alive read deadline [MQTT-3.1.2-22]
 // (3.1.1: [MQTT-3.1.2-24]) counted from start, or none.
 func (c *conn) setReadDeadline(start time.Time) {
-	if c.keepAlive > 0 {
-		_ = c.nc.SetReadDeadline(start.Add(c.keepAlive))
+	if c.keepAlive() > 0 {
+		_ = c.nc.SetReadDeadline(start.Add(c.keepAlive()))
 	} else {
 		_ = c.nc.SetReadDeadline(time.Time{})
 	}
@@ -227,8 +227,8 @@ func (c *conn) setReadDeadline(start time.Time) {
 // its buffer back (kicked meanwhile, or the socket could not be armed).
 func (c *conn) parkReader(start time.Time) bool {
 	k := &c.park
-	if c.keepAlive > 0 {
-		k.due.Store(start.Add(c.keepAlive).UnixNano())
+	if c.keepAlive() > 0 {
+		k.due.Store(start.Add(c.keepAlive()).UnixNano())
 	}
 	fails := k.fails.Load()
 	if k.woke == wokePings || k.woke == wokeConnect {
@@ -241,7 +241,7 @@ func (c *conn) parkReader(start time.Time) bool {
 		c.w.mu.Unlock()
 	}
 	c.pstate.Store(readerParked)
-	if c.keepAlive > 0 {
+	if c.keepAlive() > 0 {
 		c.fileKeepAlive() // after the store: a Due that saw the reader running unfiled it (Due)
 	}
 	if c.kicked.Load() {
@@ -265,7 +265,7 @@ func (c *conn) parkReader(start time.Time) bool {
 func (c *conn) parkDetachedLocked(fails uint32) bool {
 	k := &c.park
 	c.pstate.Store(readerParked)
-	if c.keepAlive > 0 {
+	if c.keepAlive() > 0 {
 		c.fileKeepAlive()
 	}
 	if c.kicked.Load() {

@@ -41,16 +41,16 @@ func (c *conn) readPackets() (sendWill, drain, parked bool) {
 			// The next read may wait on the socket: only then is the clock
 			// read and the deadline moved (a burst already buffered is
 			// handled without either).
-			if c.keepAlive > 0 || c.parks() {
+			if c.keepAlive() > 0 || c.parks() {
 				start = time.Now()
 			}
-			if c.keepAlive > 0 && (!c.parks() || c.rd.Buffered() > 0) {
+			if c.keepAlive() > 0 && (!c.parks() || c.rd.Buffered() > 0) {
 				// [MQTT-3.1.2-22] (3.1.1: [MQTT-3.1.2-24]) one and a half
 				// times the Keep Alive. A reader that can park and has
 				// nothing buffered waits in idle, under a deadline of its
 				// own until a packet's read must wait (readWaits).
 				c.park.waitUntil = 0
-				_ = c.nc.SetReadDeadline(start.Add(c.keepAlive))
+				_ = c.nc.SetReadDeadline(start.Add(c.keepAlive()))
 			}
 		}
 		if c.kicked.Load() {

@@ -86,7 +86,7 @@ func (s *Shard) attach(c *conn, clean bool, expiry uint32, ack *packet.Connack) 
 		sess.conn = c
 		sess.attachedAt = time.Now().UnixNano()
 		sess.version = c.version
-		c.window = min(c.recvMax, int(s.maxInflight.Load()))
+		c.window = windowFor(c.recvMax, int(s.maxInflight.Load()))
 		sess.online.Store(true)
 		sess.gen++
 		sess.expiry = expiry
@@ -165,11 +165,11 @@ func (s *Shard) detach(c *conn, sendWill bool) {
 	sess.expiry, _ = s.capExpiry(sess.expiry) // a cap lowered while it was connected
 	expiry := sess.expiry
 	if sendWill && c.will != nil {
-		if c.willDelay == 0 || expiry == 0 {
+		if c.will.delay == 0 || expiry == 0 {
 			will = c.will
 		} else {
 			sess.pendingWill = c.will
-			sess.willTimer = time.AfterFunc(time.Duration(c.willDelay)*time.Second, s.willFunc(sess, sess.gen))
+			sess.willTimer = time.AfterFunc(time.Duration(c.will.delay)*time.Second, s.willFunc(sess, sess.gen))
 		}
 	}
 	// QoS 0 messages are not kept for an offline session.

@@ -76,7 +76,7 @@ func (c *conn) fillStoredLocked(bytes int, now int64) int {
 		w.ready = w.ready[:n]
 	}()
 	for sess.stored.len() > 0 && bytes < maxBatchBytes && len(w.vec) < maxBatchVecs-1 && len(w.files) < maxFileParts {
-		if e := sess.stored.peek(); e.qos > 0 && len(sess.inflight) >= c.window {
+		if e := sess.stored.peek(); e.qos > 0 && len(sess.inflight) >= int(c.window) {
 			break // [MQTT-4.9.0-2]
 		}
 		if used == len(w.ready) {

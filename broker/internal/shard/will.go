@@ -43,6 +43,7 @@ type willMsg struct {
 	limiter  Limiter  // the connection's; nil: no quotas
 	traffic  *Traffic // the connection's meters
 	clientID string   // for the dead letter and logs
+	delay    uint32   // Will Delay Interval, seconds
 }
 
 // checkWill applies the CONNECT-time half of a will's admission to cp

@@ -24,12 +24,12 @@ type writeState struct {
 	// pending: vec is the unwritten rest of a batch an inline write
 	// began; the writer sends it before anything else.
 	pending bool
+	used    bool        // b was used since the last sweep
 	raw     *rawIO      // the socket under vectorConn, for inline writes; nil none
 	sender  *wal.Sender // sendfile(2) to the raw socket, made on first use
 	subIDs  []uint32    // scratch for variant headers; guarded by sess.mu
 	ctrlOut []byte      // control packets being written (swapped with conn.ctrl)
 	b       *batch      // the batch state, held only while writing (batch)
-	used    bool        // b was used since the last sweep
 }
 
 // batch is the state of building and writing batches. A connection takes
