@@ -83,11 +83,9 @@ type Trimmer struct {
 	next    int
 	prevAll uint64
 	last    time.Time // the last return; zero: none yet
-	// reclaimable is the last sample's garbage, free heap and spare stacks.
-	reclaimable uint64
-	returns     atomic.Uint64
-	freed       atomic.Uint64
-	atLast      atomic.Uint64 // reclaimable at the last return
+	returns atomic.Uint64
+	freed   atomic.Uint64
+	atLast  atomic.Uint64 // what the last return estimated it would free
 }
 
 // Indices into Trimmer.samples.
@@ -149,15 +147,16 @@ func (t *Trimmer) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-tk.C:
-			if t.step(now) {
-				t.trim(now)
+			if reclaimable, due := t.step(now); due {
+				t.trim(now, reclaimable)
 			}
 		}
 	}
 }
 
-// step takes one sample and says whether to return memory now.
-func (t *Trimmer) step(now time.Time) bool {
+// step takes one sample: what a return would free (garbage, free heap and
+// spare stacks), and whether to return it now.
+func (t *Trimmer) step(now time.Time) (reclaimable uint64, due bool) {
 	metrics.Read(t.samples)
 	all := t.samples[mAllocs].Value.Uint64()
 	t.allocs[t.next] = all - t.prevAll
@@ -176,8 +175,8 @@ func (t *Trimmer) step(now time.Time) bool {
 	if st, need := t.samples[mStacks].Value.Uint64(), t.samples[mGoroutines].Value.Uint64()*goroutineStack; st > need {
 		spareStacks = st - need
 	}
-	t.reclaimable = garbage + free + spareStacks
-	return t.due(now, t.reclaimable, live)
+	reclaimable = garbage + free + spareStacks
+	return reclaimable, t.due(now, reclaimable, live)
 }
 
 // due applies the package comment's conditions to the allocation ring
@@ -209,7 +208,7 @@ func (t *Trimmer) due(now time.Time, reclaimable, live uint64) bool {
 }
 
 // trim returns the free heap to the system and logs what it gave back.
-func (t *Trimmer) trim(now time.Time) {
+func (t *Trimmer) trim(now time.Time, reclaimable uint64) {
 	before := t.samples[mReleased].Value.Uint64()
 	start := time.Now()
 	debug.FreeOSMemory()
@@ -222,10 +221,10 @@ func (t *Trimmer) trim(now time.Time) {
 		freed = after - before
 	}
 	t.last = now
-	t.atLast.Store(t.reclaimable)
+	t.atLast.Store(reclaimable)
 	t.returns.Add(1)
 	t.freed.Add(freed)
 	t.cfg.Logger.Info("returned free heap to the system after an allocation burst",
-		"reclaimable_bytes", t.reclaimable, "released_bytes", freed,
+		"reclaimable_bytes", reclaimable, "released_bytes", freed,
 		"live_heap_bytes", t.samples[mLive].Value.Uint64(), "took", took)
 }

@@ -24,12 +24,22 @@ func (d deadlineCounter) SetReadDeadline(t time.Time) error {
 	return d.Conn.SetReadDeadline(t)
 }
 
-// serveCounting serves sh with every connection wrapped in a
-// deadlineCounter counting into moves.
-func serveCounting(t *testing.T, sh *Shard, moves *atomic.Int64) string {
-	return serveWrapped(t, sh, ConnInfo{AllowAnonymous: true}, func(c net.Conn) net.Conn {
+// countingPair serves a shard that parks, with every connection wrapped in
+// a deadlineCounter counting into moves, and connects a subscriber to
+// filter and a publisher (keep alive 60 s).
+func countingPair(t *testing.T, filter string) (pub, sub *rawClient, moves *atomic.Int64) {
+	t.Helper()
+	moves = new(atomic.Int64)
+	sh := New(Options{SysInterval: -1, Poller: newTestPoller(t)})
+	addr := serveWrapped(t, sh, ConnInfo{AllowAnonymous: true}, func(c net.Conn) net.Conn {
 		return deadlineCounter{Conn: c, moves: moves}
 	})
+	sub = dialRaw(t, addr, packet.Version311)
+	sub.connectOK("sub")
+	sub.subscribe(1, packet.Properties{}, packet.Subscription{Filter: []byte(filter)})
+	pub = dialRaw(t, addr, packet.Version311)
+	pub.connect(&packet.Connect{ClientID: []byte("pub"), CleanStart: true, KeepAlive: 60})
+	return pub, sub, moves
 }
 
 // TestBusyReaderMovesItsDeadlineRarely: a connection that can park and
@@ -40,13 +50,7 @@ func serveCounting(t *testing.T, sh *Shard, moves *atomic.Int64) string {
 // thread (the runtime's wakeNetPoller: a futex wake and a spinning M on
 // the other core), issue 19 target 3.
 func TestBusyReaderMovesItsDeadlineRarely(t *testing.T) {
-	var moves atomic.Int64
-	addr := serveCounting(t, New(Options{SysInterval: -1, Poller: newTestPoller(t)}), &moves)
-	sub := dialRaw(t, addr, packet.Version311)
-	sub.connectOK("sub")
-	sub.subscribe(1, packet.Properties{}, packet.Subscription{Filter: []byte("busy/#")})
-	pub := dialRaw(t, addr, packet.Version311)
-	pub.connect(&packet.Connect{ClientID: []byte("pub"), CleanStart: true, KeepAlive: 60})
+	pub, sub, moves := countingPair(t, "busy/#")
 	pub.send(&packet.Publish{Topic: []byte("busy/t"), Payload: []byte("first")})
 	sub.publish()
 
@@ -69,13 +73,7 @@ func TestBusyReaderMovesItsDeadlineRarely(t *testing.T) {
 // the park wait's deadline (2×parkAfter at most) is read under the keep
 // alive's deadline, not failed as a keep-alive timeout.
 func TestSplitPacketOutlivesParkWait(t *testing.T) {
-	var moves atomic.Int64
-	addr := serveCounting(t, New(Options{SysInterval: -1, Poller: newTestPoller(t)}), &moves)
-	sub := dialRaw(t, addr, packet.Version311)
-	sub.connectOK("sub")
-	sub.subscribe(1, packet.Properties{}, packet.Subscription{Filter: []byte("split/#")})
-	pub := dialRaw(t, addr, packet.Version311)
-	pub.connect(&packet.Connect{ClientID: []byte("pub"), CleanStart: true, KeepAlive: 60})
+	pub, sub, _ := countingPair(t, "split/#")
 	for i := range 3 {
 		// Busy first, so that the reader waits in idle, not parked.
 		pub.send(&packet.Publish{Topic: []byte("split/t"), Payload: []byte("warm")})

@@ -30,32 +30,12 @@ func (c *countingConn) Read(p []byte) (int, error) {
 
 func (c *countingConn) NetConn() net.Conn { return c.Conn }
 
-// tcpPairT is a connected pair of TCP sockets on loopback.
-func tcpPairT(t *testing.T) (client, server net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err = ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close(); server.Close() })
-	return client, server
-}
-
 // TestSockReader: bytes already in the socket are read without the net
 // package's Read (rawIO.tryRead, a RawSyscall), and everything else (the
 // wait for input, the read deadline, the end of the stream) is still
 // nc.Read's, with its errors.
 func TestSockReader(t *testing.T) {
-	client, server := tcpPairT(t)
+	client, server := socketPair(t)
 	cc := &countingConn{Conn: server}
 	raw := rawConn(cc)
 	if raw == nil {

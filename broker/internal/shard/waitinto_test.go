@@ -33,7 +33,7 @@ func socketEmpty(t *testing.T, r *rawIO) bool {
 // Its deadline, the end of the stream and a reset end it as they end
 // waitReadable, and the reads after it never wait.
 func TestWaitInto(t *testing.T) {
-	client, server := tcpPairT(t)
+	client, server := socketPair(t)
 	cc := &countingConn{Conn: server}
 	raw := rawConn(cc)
 	if raw == nil {
