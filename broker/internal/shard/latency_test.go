@@ -57,6 +57,9 @@ func TestLatencySamples(t *testing.T) {
 			eventually(t, "every sample recorded", func() bool {
 				dd, aa, _ := latencyCounts(b.shard)
 				d, a = d+dd, a+aa
+				if d > 2*n || a > n+1 {
+					t.Fatalf("%d delivery and %d ack samples, want %d and %d", d, a, 2*n, n+1)
+				}
 				return d == 2*n && a == n+1
 			})
 			t.Logf("deliveries %d, acks %d", d, a)
