@@ -111,7 +111,7 @@ func startDrainCluster(t *testing.T, tenant string) (map[string]*node.Node, *pgx
 			DatabaseURL: url, ProxySecret: []byte("0123456789abcdef0123456789abcdef"), NodeToken: drainToken,
 			UsageInterval: time.Hour, HeartbeatInterval: time.Hour,
 			Peers: peers, PeerListen: addrs[i], PeerSecret: []byte("peer-secret-0123456789"), Zone: fmt.Sprintf("z%d", i),
-			RaftTick: 20 * time.Millisecond, ProposeTimeout: 2 * time.Second,
+			ProposeTimeout: 2 * time.Second, // raft at production timing (node tests: testRaftTick)
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})
 		if err != nil {

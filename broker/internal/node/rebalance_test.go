@@ -54,10 +54,7 @@ func startJoinCluster(t *testing.T) *cluster {
 				cfg.Peers = append(cfg.Peers, Peer{ID: c.ids[j], Addr: addrs[j], Zone: fmt.Sprintf("z%d", j)})
 			}
 			cfg.ID, cfg.PeerListen, cfg.PeerSecret, cfg.Zone = c.ids[i], addrs[i], testSecret, fmt.Sprintf("z%d", i)
-			// 50 ms: elections in 0.5–1 s. A shorter tick under -race on a
-			// busy machine lets groups elect by themselves mid-test, which
-			// the rebalance then (rightly) moves back.
-			cfg.RaftTick, cfg.ProposeTimeout = 50*time.Millisecond, 2*time.Second
+			cfg.RaftTick, cfg.ProposeTimeout = testRaftTick, 2*time.Second
 			cfg.MoveDisconnectRate = testMoveRate
 			if os.Getenv("REPLICATION_LOG") != "" {
 				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", c.ids[i])

@@ -18,6 +18,17 @@ import (
 	"berth.dev/testenv"
 )
 
+// testRaftTick is the test clusters' raft tick: production's 100 ms, so a
+// group elects after 1–2 s without its leader and a node is judged dead
+// after 1 s of silence. Under `go test -race` with other packages on two
+// cores, a node's goroutines run 40–90 ms late again and again (measured:
+// the tick loop's own lateness at a 20 ms tick), and a member that has just
+// joined answers its leader late while it takes the log; with 200 ms
+// elections (a 20 ms tick) groups lost their leaders on their own mid-test
+// (CheckQuorum: "quorum is not active"), which the tests then took for a
+// failure of what they test. Failover tests wait a second longer.
+const testRaftTick = 100 * time.Millisecond
+
 // replTenant is the replicated tenant of the cluster tests.
 const replTenant = "ten_r"
 
@@ -69,7 +80,7 @@ func startClusterN(t *testing.T, n int, seed func(*pgxpool.Pool), change ...func
 		dir := t.TempDir()
 		c.nodes = append(c.nodes, startNodeCfg(t, url, dir, false, func(cfg *Config) {
 			cfg.ID, cfg.Peers, cfg.PeerListen, cfg.PeerSecret, cfg.Zone = id, peers, addrs[i], testSecret, fmt.Sprintf("z%d", i)
-			cfg.RaftTick = 20 * time.Millisecond // elections in 200–400 ms
+			cfg.RaftTick = testRaftTick
 			cfg.ProposeTimeout = 2 * time.Second
 			if os.Getenv("REPLICATION_LOG") != "" {
 				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", id)
