@@ -46,6 +46,7 @@ type Config struct {
 	AdminListen    string
 	AdvertiseMQTT  string
 	AdvertiseAdmin string
+	HandoffListen  string // node: Unix socket for a co-located gateway's socket handoffs
 	DatabaseURL    string
 	ProxySecret    string
 	NodeToken      string
@@ -170,6 +171,7 @@ Flags:
 	fs.StringVar(&cfg.AdminListen, "admin-listen", cfg.AdminListen, "node: internal admin HTTP listener")
 	fs.StringVar(&cfg.AdvertiseMQTT, "advertise-mqtt", cfg.AdvertiseMQTT, "node: address gateways dial (default: the bound -internal-listen)")
 	fs.StringVar(&cfg.AdvertiseAdmin, "advertise-admin", cfg.AdvertiseAdmin, "node: address the API dials (default: the bound -admin-listen)")
+	fs.StringVar(&cfg.HandoffListen, "handoff-listen", cfg.HandoffListen, "node: Unix socket (mode 0600) on which a gateway on this host hands over device sockets; empty: off")
 	fs.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "node: Postgres URL (also DATABASE_URL)")
 	fs.StringVar(&cfg.ProxySecret, "proxy-secret", cfg.ProxySecret, "node: HMAC secret shared with the gateways (prefer BERTH_PROXY_SECRET)")
 	fs.StringVar(&cfg.NodeToken, "node-token", cfg.NodeToken, "node: bearer token of the admin API (prefer BERTH_NODE_TOKEN)")

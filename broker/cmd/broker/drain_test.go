@@ -112,7 +112,7 @@ func startDrainCluster(t *testing.T, tenant string) (map[string]*node.Node, *pgx
 			UsageInterval: time.Hour, HeartbeatInterval: time.Hour,
 			Peers: peers, PeerListen: addrs[i], PeerSecret: []byte("peer-secret-0123456789"), Zone: fmt.Sprintf("z%d", i),
 			ProposeTimeout: 2 * time.Second, // raft at production timing (node tests: testRaftTick)
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})
 		if err != nil {
 			t.Fatal(err)

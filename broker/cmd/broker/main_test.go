@@ -46,6 +46,13 @@ func TestParseConfig(t *testing.T) {
 				c.NodeID, c.DatabaseURL, c.ProxySecret, c.NodeToken = "n1", "postgres://db", "0123456789abcdef", "0123456789abcdef"
 				c.JWKSURL, c.Issuer, c.IdleTimeout = "http://api:8080/v1/.well-known/jwks.json", "staging", time.Minute
 			}},
+		{name: "node handoff socket from env",
+			args: []string{"-node-id", "n1", "-database-url", "postgres://db"},
+			env:  map[string]string{"BERTH_PROXY_SECRET": "0123456789abcdef", "BERTH_NODE_TOKEN": "0123456789abcdef", "BERTH_HANDOFF_LISTEN": "/run/berth/n1.sock"},
+			want: func(c *Config) {
+				c.NodeID, c.DatabaseURL, c.ProxySecret, c.NodeToken = "n1", "postgres://db", "0123456789abcdef", "0123456789abcdef"
+				c.HandoffListen = "/run/berth/n1.sock"
+			}},
 		{name: "node JWKS URL not http",
 			args: []string{"-node-id", "n1", "-database-url", "postgres://db", "-jwks-url", "file:///etc/keys"},
 			env:  map[string]string{"BERTH_PROXY_SECRET": "0123456789abcdef", "BERTH_NODE_TOKEN": "0123456789abcdef"}, wantErr: true},

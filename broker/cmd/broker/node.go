@@ -36,6 +36,7 @@ func (c Config) nodeConfig(log *slog.Logger) node.Config {
 		AdminListen:        c.AdminListen,
 		AdvertiseMQTT:      c.AdvertiseMQTT,
 		AdvertiseAdmin:     c.AdvertiseAdmin,
+		HandoffListen:      c.HandoffListen,
 		DatabaseURL:        c.DatabaseURL,
 		ProxySecret:        []byte(c.ProxySecret),
 		NodeToken:          c.NodeToken,

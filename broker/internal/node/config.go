@@ -47,9 +47,13 @@ type Config struct {
 	// gateways and the API to dial; default: the bound listen addresses.
 	AdvertiseMQTT  string
 	AdvertiseAdmin string
-	DatabaseURL    string
-	ProxySecret    []byte // HMAC key shared with the gateways
-	NodeToken      string // bearer token of the admin API
+	// HandoffListen, when set, is a Unix socket on which a gateway on this
+	// host hands over device sockets (handoff.go; package handoff); empty:
+	// off.
+	HandoffListen string
+	DatabaseURL   string
+	ProxySecret   []byte // HMAC key shared with the gateways
+	NodeToken     string // bearer token of the admin API
 	// ProxySecretPrevious and NodeTokenPrevious are also accepted while
 	// either is rotated (docs/operations.md); empty accepts only the current.
 	ProxySecretPrevious []byte

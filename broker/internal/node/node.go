@@ -47,6 +47,7 @@ type Node struct {
 
 	ln      net.Listener
 	adminLn net.Listener
+	handoff *handoffs // nil without Config.HandoffListen (handoff.go)
 	// poller parks idle client connections (shard.Options.Poller); nil
 	// where there is none (not Linux).
 	poller *poller.Poller
@@ -144,6 +145,12 @@ func (n *Node) Start(ctx context.Context) error {
 		n.abort()
 		return fmt.Errorf("node: admin listener: %w", err)
 	}
+	if n.cfg.HandoffListen != "" {
+		if n.handoff, err = n.listenHandoffs(); err != nil {
+			n.abort()
+			return err
+		}
+	}
 	mqttAddr, adminAddr := n.cfg.AdvertiseMQTT, n.cfg.AdvertiseAdmin
 	if mqttAddr == "" {
 		mqttAddr = n.ln.Addr().String()
@@ -195,6 +202,9 @@ func (n *Node) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	if n.handoff != nil {
+		n.handoff.start()
+	}
 	n.goBackground(n.closeIdleLoop)
 	n.goBackground(n.acceptLoop)
 	n.log.Info("node up", "node_id", n.cfg.ID, "mqtt", mqttAddr, "admin", adminAddr)
@@ -213,6 +223,9 @@ func (n *Node) abort() {
 	}
 	if n.adminLn != nil {
 		n.adminLn.Close()
+	}
+	if n.handoff != nil {
+		_ = n.handoff.ln.Close()
 	}
 	if n.poller != nil {
 		_ = n.poller.Close()
@@ -266,6 +279,9 @@ func (n *Node) shutdown(ctx context.Context) error {
 
 	var errs []error
 	n.ln.Close()
+	if n.handoff != nil {
+		n.handoff.stopTaking()
+	}
 	if err := n.reg.Drain(ctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -297,6 +313,9 @@ func (n *Node) shutdown(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("node: connections still open: %w", ctx.Err()))
+	}
+	if n.handoff != nil {
+		n.handoff.close() // after the drained devices' closed frames
 	}
 	if n.poller != nil {
 		if err := n.poller.Close(); err != nil {

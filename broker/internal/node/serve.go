@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"berth.dev/broker/handoff"
 	"berth.dev/broker/internal/acl"
 	"berth.dev/broker/internal/shard"
 	"berth.dev/broker/packet"
@@ -38,6 +39,31 @@ func (c *proxiedConn) SetNetConn(nc net.Conn) { c.Conn = nc }
 // has ended and is closed: when serve returns, or later, on another
 // goroutine, for a connection the shard parked (shard.Serve).
 func (n *Node) serve(c net.Conn, done func()) {
+	raw, err := proxyproto.ReadHeader(c, n.cfg.HeaderTimeout, maxHeader, make([]byte, 0, 512))
+	if err != nil {
+		n.log.Warn("refused connection: no valid PROXY header", "remote", c.RemoteAddr().String(), "err", err)
+		_ = c.Close()
+		done()
+		return
+	}
+	n.serveHeader(c, raw, nil, done)
+}
+
+// admission hears how the admission of a connection handed over a Unix
+// socket ends (handoff.go): refused, with nothing written to the socket,
+// or taken, from when the node serves it (its refusals then go to the
+// device as CONNACKs; t is nil for a refusal without a shard). take
+// returns false if the gateway has asked for the connection to be closed
+// meanwhile.
+type admission interface {
+	refuse(r handoff.Reason)
+	take(tenantID string, t *tenant, pc net.Conn) bool
+}
+
+// serveHeader serves c, whose PROXY header raw has been read, as serve
+// does; adm is nil for a TCP connection. c is closed and done called as
+// serve says.
+func (n *Node) serveHeader(c net.Conn, raw []byte, adm admission, done func()) {
 	async := false
 	defer func() {
 		if !async {
@@ -45,23 +71,26 @@ func (n *Node) serve(c net.Conn, done func()) {
 			done()
 		}
 	}()
-	raw, err := proxyproto.ReadHeader(c, n.cfg.HeaderTimeout, maxHeader, make([]byte, 0, 512))
-	if err != nil {
-		n.log.Warn("refused connection: no valid PROXY header", "remote", c.RemoteAddr().String(), "err", err)
-		return
+	refuse := func(r handoff.Reason) {
+		if adm != nil {
+			adm.refuse(r)
+		}
 	}
 	var h proxyproto.Header
 	var info proxyproto.Info
 	if err := n.verifier.Verify(raw, &h, &info); err != nil {
 		n.log.Warn("refused connection: PROXY header did not verify", "remote", c.RemoteAddr().String(), "err", err)
+		refuse(handoff.RefusedBadHeader)
 		return
 	}
 	if h.Command == proxyproto.CommandLocal { // a gateway's health check
+		refuse(handoff.RefusedBadHeader) // a handed-off socket has a device
 		return
 	}
 	rules, err := acl.Parse(info.ACL)
 	if err != nil {
 		n.log.Warn("refused connection: bad ACL", "tenant_id", info.TenantID, "err", err)
+		refuse(handoff.RefusedBadHeader)
 		return
 	}
 	var deadline time.Time
@@ -69,6 +98,7 @@ func (n *Node) serve(c net.Conn, done func()) {
 		deadline = time.Unix(info.TokenExpiry, 0)
 		if !deadline.After(time.Now()) {
 			n.log.Info("refused connection: token expired", "tenant_id", info.TenantID)
+			refuse(handoff.RefusedBadHeader)
 			return
 		}
 	}
@@ -77,8 +107,13 @@ func (n *Node) serve(c net.Conn, done func()) {
 	cancel()
 	if errors.Is(err, errNotLeader) || errors.Is(err, errNotVoter) {
 		// Replicated, and not served here: the gateway tries the leader
-		// (docs/replication.md). CONNACK 0x9C (3.1.1: 3).
+		// (docs/replication.md). CONNACK 0x9C (3.1.1: 3); over a Unix
+		// socket, refused not-leader and not a byte to the device.
 		n.log.Info("refused connection: tenant led elsewhere", "tenant_id", info.TenantID, "err", err)
+		if adm != nil {
+			adm.refuse(handoff.RefusedNotLeader)
+			return
+		}
 		n.refuseConnect(c, packet.ErrUseAnotherServer)
 		return
 	}
@@ -86,11 +121,18 @@ func (n *Node) serve(c net.Conn, done func()) {
 		// A gateway that has not heard of the deletion yet: answer
 		// CONNACK 0x87 (3.1.1: 5) as it would.
 		n.log.Info("refused connection: tenant deleted", "tenant_id", info.TenantID)
-		n.refuseConnect(c, packet.ErrNotAuthorized)
+		if adm == nil || adm.take(info.TenantID, nil, c) {
+			n.refuseConnect(c, packet.ErrNotAuthorized)
+		}
 		return
 	}
 	if err != nil {
 		n.log.Warn("refused connection: tenant unavailable", "tenant_id", info.TenantID, "err", err)
+		if errors.Is(err, errShuttingDown) {
+			refuse(handoff.RefusedShuttingDown)
+		} else {
+			refuse(handoff.RefusedUnavailable)
+		}
 		return
 	}
 	release := func() { n.release(t) }
@@ -100,6 +142,9 @@ func (n *Node) serve(c net.Conn, done func()) {
 		}
 	}()
 	pc := &proxiedConn{Conn: c, remote: net.TCPAddrFromAddrPort(h.Source)}
+	if adm != nil && !adm.take(info.TenantID, t, pc) {
+		return // the gateway closed it before it was taken
+	}
 	if n.isRevoked(info.CredentialID) {
 		// The gateway may not have heard of the revocation yet (a client
 		// reconnecting at once): answer CONNACK 0x87 (3.1.1: 5).

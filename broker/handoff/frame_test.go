@@ -1,0 +1,102 @@
+package handoff
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The annotated bytes of each frame type.
+func TestFrameBytes(t *testing.T) {
+	hello, err := AppendHellos(nil, "n1", []Live{{ID: 7, Tenant: "ten_a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handoff, err := AppendHandoff(nil, 0x0102, []byte("HDR"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		got  []byte
+		want []byte
+	}{
+		{"hello", hello, []byte{
+			0, 0, 0, 20, // length
+			0x01,        // hello
+			0,           // flags: last
+			2, 'n', '1', // node id
+			0, 0, 0, 0, 0, 0, 0, 7, // handoff id
+			0, 5, 't', 'e', 'n', '_', 'a', // tenant
+		}},
+		{"handoff", handoff, []byte{0, 0, 0, 12, 0x02, 0, 0, 0, 0, 0, 0, 1, 2, 'H', 'D', 'R'}},
+		{"taken", AppendID(nil, TypeTaken, 9), []byte{0, 0, 0, 9, 0x03, 0, 0, 0, 0, 0, 0, 0, 9}},
+		{"refused", AppendRefused(nil, 9, RefusedNotLeader), []byte{0, 0, 0, 10, 0x04, 0, 0, 0, 0, 0, 0, 0, 9, 1}},
+		{"closed", AppendID(nil, TypeClosed, 9), []byte{0, 0, 0, 9, 0x05, 0, 0, 0, 0, 0, 0, 0, 9}},
+		{"close", AppendID(nil, TypeClose, 9), []byte{0, 0, 0, 9, 0x06, 0, 0, 0, 0, 0, 0, 0, 9}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !bytes.Equal(tc.got, tc.want) {
+				t.Fatalf("got  % x\nwant % x", tc.got, tc.want)
+			}
+		})
+	}
+}
+
+// A hello too long for one frame is split, every frame within MaxFrame,
+// and the entries come back in order.
+func TestHelloSplit(t *testing.T) {
+	var live []Live
+	for i := range 5000 {
+		live = append(live, Live{ID: uint64(i), Tenant: "ten_" + strings.Repeat("x", i%40)})
+	}
+	b, err := AppendHellos(nil, "node-1", live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []Live
+	frames := 0
+	for more := true; more; frames++ {
+		typ, body, rest, err := Split(b)
+		if err != nil || typ != TypeHello {
+			t.Fatalf("frame %d: type %#x, %v", frames, typ, err)
+		}
+		var id string
+		if id, more, got, err = ParseHello(body, got); err != nil || id != "node-1" {
+			t.Fatalf("frame %d: node %q, %v", frames, id, err)
+		}
+		b = rest
+	}
+	if len(b) != 0 {
+		t.Fatalf("%d bytes after the last hello", len(b))
+	}
+	if frames < 2 {
+		t.Fatalf("%d frame(s) for %d entries", frames, len(live))
+	}
+	if d := cmp.Diff(live, got); d != "" {
+		t.Fatalf("entries (-sent +read):\n%s", d)
+	}
+	t.Logf("%d entries in %d hello frames", len(live), frames)
+}
+
+func TestSplitBounds(t *testing.T) {
+	for _, tc := range []struct {
+		in   []byte
+		want error
+	}{
+		{[]byte{0, 0, 0}, ErrShort},
+		{[]byte{0, 0, 0, 0}, ErrFrameSize},
+		{[]byte{0, 1, 0, 1, 1}, ErrFrameSize}, // MaxFrame + 1
+		{[]byte{0, 0, 0, 9, 3, 0}, ErrShort},
+	} {
+		if _, _, _, err := Split(tc.in); !errors.Is(err, tc.want) {
+			t.Errorf("% x: %v, want %v", tc.in, err, tc.want)
+		}
+	}
+	if _, err := AppendHandoff(nil, 1, make([]byte, MaxFrame)); !errors.Is(err, ErrFrameSize) {
+		t.Fatalf("oversized handoff: %v", err)
+	}
+}
