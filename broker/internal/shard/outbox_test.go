@@ -163,10 +163,29 @@ func TestQuietConnectionGivesBackItsBatch(t *testing.T) {
 // TestClientThatDoesNotReadOverTCP is TestClientThatDoesNotRead on a real
 // socket, where answers are written inline until the socket stops taking
 // them and the writer takes over: the client is still disconnected once
-// its unread answers exceed the bound.
+// its unread answers exceed the bound, by the bound alone. The writer
+// blocked on the full socket holds the connection's write lock
+// (WriteTimeout, made longer than the wait here, would end it too): a
+// reader that waited for that lock, to park say, would stop reading and
+// never see the bound exceeded.
 func TestClientThatDoesNotReadOverTCP(t *testing.T) {
-	b := startBroker(t, Options{MaxQueuedBytes: 64 << 10}, ConnInfo{})
-	nc, err := net.Dial("tcp", b.addr)
+	sh := New(Options{MaxQueuedBytes: 64 << 10, WriteTimeout: 10 * time.Minute, SysInterval: -1, Poller: newTestPoller(t)})
+	addr := serveHooked(t, sh, ConnInfo{AllowAnonymous: true}, func(nc net.Conn) {
+		// Fixed buffers, not autotuned: a send buffer of 256 KiB, so that
+		// a few MiB of answers are past it (up to 4 MiB when autotuned:
+		// 4 million PINGREQs to handle under -race); a receive buffer
+		// that holds the flood while a reader slowed by a loaded machine
+		// catches up (a full one drops loopback's 64 KiB segments, and the
+		// client's retransmissions back off for seconds).
+		tc := nc.(*net.TCPConn)
+		if err := tc.SetWriteBuffer(256 << 10); err != nil {
+			t.Error(err)
+		}
+		if err := tc.SetReadBuffer(2 << 20); err != nil {
+			t.Error(err)
+		}
+	})
+	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,16 +198,19 @@ func TestClientThatDoesNotReadOverTCP(t *testing.T) {
 	}
 	connect, _ := (&packet.Connect{ClientID: []byte("deaf"), CleanStart: true}).Append(nil, packet.Version5)
 	flood := connect
-	for len(flood) < 8<<20 {
+	for len(flood) < 3<<20 {
 		flood = append(flood, 0xC0, 0x00) // PINGREQ
 	}
-	// 8 MiB of answers: more than the broker's send buffer (4 MiB at most)
-	// and the client's receive buffer hold, and the 64 KiB of answers the
-	// broker keeps waiting beyond them.
-	_ = nc.SetWriteDeadline(time.Now().Add(20 * time.Second))
+	// 3 MiB of answers: more than the broker's send buffer and the
+	// client's receive buffer hold (512 KiB each, as the kernel counts
+	// them), the writer's batch in hand and the 64 KiB of answers
+	// the broker keeps waiting beyond them. Neither the client's write
+	// nor the wait is what fails when the broker is slow: only a session
+	// left open fails.
+	_ = nc.SetWriteDeadline(time.Now().Add(2 * time.Minute))
 	go func() { _, _ = nc.Write(flood) }()
-	eventually(t, "the session of a client that never reads to end", func() bool {
-		_, ok := b.shard.SessionStats("deaf")
+	eventuallyWithin(t, time.Minute, "the session of a client that never reads to end", func() bool {
+		_, ok := sh.SessionStats("deaf")
 		return !ok
 	})
 }

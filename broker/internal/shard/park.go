@@ -231,8 +231,12 @@ func (c *conn) parkReader(start time.Time) bool {
 		k.due.Store(start.Add(c.keepAlive()).UnixNano())
 	}
 	fails := k.fails.Load()
-	if k.woke == wokePings || k.woke == wokeConnect {
-		c.w.mu.Lock()
+	// Only tried: a writer may hold c.w.mu across a blocking write to a
+	// client that does not read (until WriteTimeout), and a connection
+	// with a writer keeps its net.Conn anyway (detachLocked). Waiting
+	// would stop the reader, and with it the bound on what that client
+	// leaves unread (ctrlFull), for as long.
+	if (k.woke == wokePings || k.woke == wokeConnect) && c.w.mu.TryLock() {
 		if c.detachLocked() {
 			k.detached = true
 			c.rd.Reset(nil) // its source holds the net.Conn just closed
