@@ -312,7 +312,7 @@ func (s *Shard) Idle(persistent bool) bool {
 	}
 	for _, sess := range s.sessions {
 		sess.mu.Lock()
-		will := sess.pendingWill != nil
+		will := sess.pendingWillLocked() != nil
 		sess.mu.Unlock()
 		if will {
 			return false

@@ -121,7 +121,7 @@ func (c *conn) fillLocked() int {
 	if w.msgs > 0 {
 		sess.sentAt = now
 	}
-	if (sess.drained != nil || sess.stalled) && !sess.behindLocked() {
+	if (sess.aside != nil && sess.aside.drained != nil || sess.stalled) && !sess.behindLocked() {
 		sess.caughtUpLocked() // publishers pausing on it go on (stall.go)
 	}
 	return len(w.vec)

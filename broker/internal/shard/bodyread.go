@@ -47,10 +47,10 @@ func (c *conn) readPacket(maxSize int) (packet.FixedHeader, []byte, error) {
 		return fh, nil, err
 	}
 	if fh.Type == packet.TypePublish && fh.Remaining > slabMaxCopy {
-		if b := c.slab.pool.lend(fh.Remaining + headerReserve(bodyTopicRoom, 0)); b != nil {
+		if b := c.shard.msgBufs.lend(fh.Remaining + headerReserve(bodyTopicRoom, 0)); b != nil {
 			body := b.b[:fh.Remaining:fh.Remaining]
 			err := c.rd.BodyInto(body)
-			c.slab.pool.reading.Add(-int64(len(b.b)))
+			c.shard.msgBufs.reading.Add(-int64(len(b.b)))
 			if err != nil {
 				b.put()
 				return fh, nil, err
@@ -87,9 +87,9 @@ func (c *conn) newMessage(p *packet.Publish, topicName []byte, now time.Time, pu
 	if in := c.in; in != nil && in.body != nil {
 		b := in.body
 		in.body = nil
-		return c.slab.pool.inPlace(b, in.bodyLen, p, topicName, now, publisher)
+		return c.shard.msgBufs.inPlace(b, in.bodyLen, p, topicName, now, publisher)
 	}
-	return c.slab.newMessage(p, topicName, now, publisher, c.rd.Buffered())
+	return c.scratch().slab.newMessage(p, topicName, now, publisher, c.rd.Buffered())
 }
 
 // dropBody gives back the buffer of a PUBLISH body no message was built

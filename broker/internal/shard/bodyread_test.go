@@ -42,7 +42,7 @@ func bodyReader(server net.Conn) *conn {
 	c.w.raw = rawConn(server)
 	c.rd.Reset(c.w.raw.reader(server))
 	c.rd.Use(make([]byte, readBufSize))
-	c.slab.pool = &msgPool{poison: true}
+	c.shard.msgBufs.poison = true // its own pool poisons what comes back
 	return c
 }
 
@@ -64,7 +64,7 @@ func encodePublish(t *testing.T, p *packet.Publish) []byte {
 func TestBigPublishReadInPlace(t *testing.T) {
 	client, server := socketPair(t)
 	c := bodyReader(server)
-	pool := c.slab.pool
+	pool := &c.shard.msgBufs
 	props := packet.Properties{
 		Has: packet.Mask(packet.PropUserProperty) | packet.Mask(packet.PropCorrelationData) |
 			packet.Mask(packet.PropContentType),
@@ -175,7 +175,7 @@ func TestBigPublishReadAllocations(t *testing.T) {
 	c := &conn{shard: New(Options{SysInterval: -1})} // not started: its pools only
 	c.rd.Reset(&repeatReader{data: raw})
 	c.rd.Use(make([]byte, readBufSize))
-	c.slab.pool = &msgPool{}
+	// Big bodies come from the shard's own pool.
 	var p packet.Publish
 	one := func() {
 		fh, body, err := c.readPacket(0)
@@ -220,7 +220,7 @@ func TestBigPublishBodyHostile(t *testing.T) {
 		if !errors.Is(err, packet.ErrPacketTooLarge) {
 			t.Fatalf("err = %v, want 0x95", err)
 		}
-		if n := c.slab.pool.gets.Load(); n != 0 {
+		if n := c.shard.msgBufs.gets.Load(); n != 0 {
 			t.Fatalf("%d buffers taken for a refused packet", n)
 		}
 	})
@@ -235,7 +235,7 @@ func TestBigPublishBodyHostile(t *testing.T) {
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("err = %v, want the read deadline", err)
 		}
-		pool := c.slab.pool
+		pool := &c.shard.msgBufs
 		if pool.gets.Load() != 1 || pool.puts.Load() != 1 || pool.reading.Load() != 0 || c.in != nil && c.in.body != nil {
 			t.Fatalf("%d taken, %d given back, %d bytes reading", pool.gets.Load(), pool.puts.Load(), pool.reading.Load())
 		}
@@ -252,14 +252,14 @@ func TestBigPublishBodyHostile(t *testing.T) {
 		if err != io.ErrUnexpectedEOF {
 			t.Fatalf("err = %v, want io.ErrUnexpectedEOF", err)
 		}
-		if pool := c.slab.pool; pool.gets.Load() != 1 || pool.puts.Load() != 1 || pool.reading.Load() != 0 {
+		if pool := &c.shard.msgBufs; pool.gets.Load() != 1 || pool.puts.Load() != 1 || pool.reading.Load() != 0 {
 			t.Fatalf("%d taken, %d given back, %d bytes reading", pool.gets.Load(), pool.puts.Load(), pool.reading.Load())
 		}
 	})
 	t.Run("lending bounded", func(t *testing.T) {
 		client, server := socketPair(t)
 		c := bodyReader(server)
-		pool := c.slab.pool
+		pool := &c.shard.msgBufs
 		pool.reading.Store(bodyReadingMax - 65536) // stalled peers hold nearly all
 		go func() { _, _ = client.Write(raw) }()
 		_ = server.SetReadDeadline(time.Now().Add(10 * time.Second))

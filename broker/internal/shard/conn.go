@@ -81,9 +81,8 @@ type conn struct {
 	w writeState
 
 	// Reader-owned.
-	in   *inbound // decoding scratch, held while there is input (scratch)
-	big  *bigBuf  // holder of the read buffer when it came from Shard.bigBufs
-	slab slab     // inbound messages
+	in  *inbound // decoding scratch and the slab of inbound messages, held while there is input (scratch)
+	big *bigBuf  // holder of the read buffer when it came from Shard.bigBufs
 }
 
 // ServeConn runs one client connection to completion: CONNECT, the
@@ -119,7 +118,6 @@ func (s *Shard) serve(nc net.Conn, info ConnInfo, p Poller, done func()) {
 		onDone:     done,
 	}
 	c.w.raw = rawConn(nc)
-	c.slab.pool = &s.msgBufs // big messages in pooled buffers (msgbuf.go)
 	c.writerDone.Add(1)
 	s.mu.Lock()
 	if s.closing {

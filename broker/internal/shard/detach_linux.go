@@ -50,6 +50,7 @@ func (c *conn) detachLocked() bool {
 	c.setSocketLocked(closedConn{}, tc)
 	r.rc, r.fd = nil, int32(dup)
 	r.unbind()
+	c.park.armFn, r.waits = nil, nil // bound again by attachLocked (bindParking)
 	sess.mu.Unlock()
 	c.w.sender = nil // sendfile to the old socket; made again on first use
 	// Go's netpoll forgets the socket and frees its pollDesc; the dup
@@ -92,6 +93,7 @@ func (c *conn) attachLocked() {
 	c.setSocketLocked(sock, nil)
 	if rc != nil {
 		r.bind()
+		c.bindParking()
 	}
 	r.rc = rc // nil: the connection fails as on a closed socket
 	r.fd = -1

@@ -70,8 +70,8 @@ func (c *conn) handleAck(a *packet.Ack) error {
 		}
 	case packet.TypePubrel:
 		code := packet.CodeSuccess
-		if at, ok := sess.awaitingRel[a.PacketID]; ok {
-			delete(sess.awaitingRel, a.PacketID) // [MQTT-4.3.3-11]
+		if at, ok := sess.awaitingRelLocked()[a.PacketID]; ok {
+			delete(sess.aside.awaitingRel, a.PacketID) // [MQTT-4.3.3-11]
 			if at != 0 {
 				if parked, err = c.logQoS2Locked(store.StateInReleased, a.PacketID, packet.TypePubcomp, code); parked || err != nil {
 					break // sent once "released" is durable (qos2.go)

@@ -38,8 +38,8 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 	sess := c.sess
 	if p.QoS == 2 {
 		sess.mu.Lock()
-		_, dup := sess.awaitingRel[p.PacketID]
-		n := len(sess.awaitingRel)
+		_, dup := sess.awaitingRelLocked()[p.PacketID]
+		n := len(sess.awaitingRelLocked())
 		sess.mu.Unlock()
 		if dup {
 			// [MQTT-4.3.3-10] already received: acknowledge again, do not

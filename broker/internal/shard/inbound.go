@@ -42,6 +42,9 @@ type inbound struct {
 	// small is the read buffer of a reader woken for a few small
 	// packets (wakeinput.go), so that a PINGREQ takes no 4 KiB buffer.
 	small [smallReadBufSize]byte
+	// slab holds the messages of the PUBLISH packets read in this burst
+	// (slab.go): released before the scratch goes back to its pool.
+	slab slab
 }
 
 // outbox returns the reader's outbox, in its scratch.
@@ -131,6 +134,7 @@ func (c *conn) noteWaiting() {
 // releaseScratch gives back the scratch.
 func (c *conn) releaseScratch() {
 	if c.in != nil {
+		c.in.slab.release() // the next holder starts a chunk of its own
 		c.shard.inbound.Put(c.in)
 		c.in = nil
 	}

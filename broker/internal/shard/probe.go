@@ -1,6 +1,9 @@
 package shard
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // probe counts, for tests, what woken connections take at once
 // (Options.probe): the pooled 4 KiB read buffers held, the resumed
@@ -11,6 +14,16 @@ type probe struct {
 	readBufs, readBufsPeak atomic.Int64
 	readers, readersPeak   atomic.Int64
 	writers                atomic.Int64 // started, in all
+	waits                  atomic.Int64 // parkAfter waits on a reader's goroutine (idle), in all
+}
+
+// wait counts a wait of d for input on a reader's goroutine before it
+// parks (idle) when it is a whole parkAfter: the shorter ones
+// (parkAfterConnect, none) are not counted.
+func (p *probe) wait(d time.Duration) {
+	if p != nil && d >= parkAfter {
+		p.waits.Add(1)
+	}
 }
 
 // readBuf counts a pooled read buffer taken (+1) or given back (-1).

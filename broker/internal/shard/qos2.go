@@ -91,10 +91,7 @@ func (c *conn) logQoS2Locked(kind byte, id uint16, t packet.Type, code packet.Re
 		return false, nil
 	}
 	if kind == store.StateOutReleased {
-		if sess.relAt == nil {
-			sess.relAt = make(map[uint16]uint64)
-		}
-		sess.relAt[id] = off + 1
+		sess.putRelAtLocked(id, off+1)
 	}
 	if !always {
 		return false, nil
@@ -111,10 +108,10 @@ func (c *conn) logQoS2Locked(kind byte, id uint16, t packet.Type, code packet.Re
 // PUBCOMP; sess.mu is held.
 func (c *conn) completeOutLocked(id uint16) {
 	sess := c.sess
-	if _, ok := sess.relAt[id]; !ok {
+	if _, ok := sess.relAtLocked()[id]; !ok {
 		return
 	}
-	delete(sess.relAt, id)
+	delete(sess.aside.relAt, id)
 	_, _ = c.appendQoS2Locked(store.StateOutCompleted, id)
 }
 
@@ -123,12 +120,12 @@ func (c *conn) completeOutLocked(id uint16) {
 // when none. sess.mu is held.
 func (sess *session) q2posLocked(next uint64) uint64 {
 	pos := next
-	for _, at := range sess.awaitingRel {
+	for _, at := range sess.awaitingRelLocked() {
 		if at != 0 {
 			pos = min(pos, at-1)
 		}
 	}
-	for _, at := range sess.relAt {
+	for _, at := range sess.relAtLocked() {
 		pos = min(pos, at-1)
 	}
 	return pos
@@ -145,12 +142,12 @@ func (sess *session) moveQ2posLocked(next uint64) bool {
 // hasQoS2StateLocked reports whether the session holds QoS 2 state in
 // the log, which must not be removed below q2pos.
 func (sess *session) hasQoS2StateLocked() bool {
-	for _, at := range sess.awaitingRel {
+	for _, at := range sess.awaitingRelLocked() {
 		if at != 0 {
 			return true
 		}
 	}
-	return len(sess.relAt) > 0
+	return len(sess.relAtLocked()) > 0
 }
 
 // q2from is where the session's records are read from after a restart:

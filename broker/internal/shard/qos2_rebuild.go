@@ -81,7 +81,7 @@ func (rb *qos2Rebuild) state(off uint64, key, payload []byte) {
 	}
 	switch kind {
 	case store.StateInReleased:
-		delete(sess.awaitingRel, id)
+		delete(sess.awaitingRelLocked(), id)
 		return
 	case store.StateAcked:
 		rb.acked(sess, off, payload)
@@ -167,10 +167,7 @@ func (rb *qos2Rebuild) finish() {
 			fl := f.byID[id]
 			d := delivery{qos: 2, id: id, state: stateReleased}
 			if fl.released {
-				if sess.relAt == nil {
-					sess.relAt = make(map[uint16]uint64)
-				}
-				sess.relAt[id] = fl.relOff + 1
+				sess.putRelAtLocked(id, fl.relOff+1)
 			} else {
 				m, err := rb.s.loadStored(fl.off)
 				if err != nil {

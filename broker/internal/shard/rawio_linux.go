@@ -28,19 +28,23 @@ import (
 // tryWritev works then, on fd, under the connection's write lock (which
 // also guards fd's close). rc nil and fd -1: the socket could not be
 // rebuilt, and every call fails as on a closed socket.
+//
+// The counts and errnos are 32 bits wide (a socket call moves less than
+// 2 GiB, an errno fits), so that a rawIO is 128 B, its size class, not
+// 144 (TestConnStateSize): every held connection keeps one.
 type rawIO struct {
 	rc    syscall.RawConn
-	iov   []syscall.Iovec
-	n     int
-	errno syscall.Errno
+	iov   []syscall.Iovec // tryWritev's, kept while attached; nil once detached (detachedIovs)
+	n     int32
+	errno uint32 // a syscall.Errno
 	// The reader's, apart from the writers' n and errno (writes are
 	// under the connection's write lock, reads on its reader alone).
 	// rbuf is tryRead's destination during the call; between calls,
 	// rbuf[:rn] are the bytes waitInto read, which sockReader's next Read
 	// returns first (rn 0: none).
 	rbuf     []byte
-	rn       int
-	rerrno   syscall.Errno
+	rn       int32
+	rerrno   uint32        // a syscall.Errno
 	inputErr syscall.Errno // waitReadable's: the error it peeked, 0 end of stream
 	input    inputKind     // what waitReadable found waiting
 	fd       int32         // the parked socket's duplicated descriptor while rc is nil; -1 none
@@ -70,52 +74,82 @@ func (r *rawIO) bind() {
 
 func (r *rawIO) unbind() {
 	r.writeFn, r.peekFn, r.readFn = nil, nil, nil
+	r.iov = nil // tryWritev uses one on its stack while detached
 }
 
-// hasCallbacks reports whether the callbacks are bound (tests).
+// hasCallbacks reports whether the callbacks are bound, sockReader's
+// waits included, or an iovec kept (tests).
 func (r *rawIO) hasCallbacks() bool {
-	return r.writeFn != nil || r.peekFn != nil || r.readFn != nil
+	return r.writeFn != nil || r.peekFn != nil || r.readFn != nil || r.waits != nil || r.iov != nil
 }
 
 // tryWritev writes as much of vec as the socket takes at once, never
 // waiting for it to become writable: n is 0, with no error, when its send
 // buffer is full.
 func (r *rawIO) tryWritev(vec [][]byte) (n int, err error) {
-	r.iov = r.iov[:0]
+	if r.rc == nil && r.fd >= 0 && len(vec) <= detachedIovs {
+		// Parked without its net.Conn: the dup, held open by the write
+		// lock, and an iovec on the stack, as a detached rawIO keeps none.
+		var a [detachedIovs]syscall.Iovec
+		r.writevDetached(appendIovs(a[:0], vec))
+	} else {
+		r.iov = appendIovs(r.iov[:0], vec)
+		if len(r.iov) == 0 {
+			return 0, nil
+		}
+		switch {
+		case r.rc != nil:
+			err = r.rc.Write(r.writeFn)
+		case r.fd >= 0:
+			r.writev(uintptr(r.fd)) // the dup, as above, for a longer vector
+		default:
+			err = net.ErrClosed
+		}
+		clear(r.iov) // drop the pointers into the batch
+	}
+	switch e := syscall.Errno(r.errno); {
+	case err != nil:
+		return 0, err
+	case e == syscall.EAGAIN || e == syscall.EINTR:
+		return 0, nil
+	case e != 0:
+		return 0, e
+	}
+	return int(r.n), nil
+}
+
+// detachedIovs is how many buffers a detached connection's tryWritev
+// writes from an iovec on its stack: an inline write is a control packet
+// or a few deliveries, each a header and a payload.
+const detachedIovs = 8
+
+// appendIovs appends an iovec for each non-empty buffer of vec.
+func appendIovs(iov []syscall.Iovec, vec [][]byte) []syscall.Iovec {
 	for _, b := range vec {
 		if len(b) > 0 {
 			v := syscall.Iovec{Base: &b[0]}
 			v.SetLen(len(b))
-			r.iov = append(r.iov, v)
+			iov = append(iov, v)
 		}
 	}
-	if len(r.iov) == 0 {
-		return 0, nil
-	}
-	switch {
-	case r.rc != nil:
-		err = r.rc.Write(r.writeFn)
-	case r.fd >= 0:
-		r.writev(uintptr(r.fd)) // parked without its net.Conn: the dup, held open by the write lock
-	default:
-		err = net.ErrClosed
-	}
-	clear(r.iov) // drop the pointers into the batch
-	switch {
-	case err != nil:
-		return 0, err
-	case r.errno == syscall.EAGAIN || r.errno == syscall.EINTR:
-		return 0, nil
-	case r.errno != 0:
-		return 0, r.errno
-	}
-	return r.n, nil
+	return iov
 }
 
 func (r *rawIO) writev(fd uintptr) bool {
 	n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&r.iov[0])), uintptr(len(r.iov)))
-	r.n, r.errno = int(n), e
+	r.n, r.errno = int32(n), uint32(e)
 	return true // never park: what is left goes to the writer
+}
+
+// writevDetached is writev on the dup of a detached connection (r.fd),
+// from iov, which lives on the caller's stack.
+func (r *rawIO) writevDetached(iov []syscall.Iovec) {
+	r.n, r.errno = 0, 0
+	if len(iov) == 0 {
+		return
+	}
+	n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, uintptr(r.fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+	r.n, r.errno = int32(n), uint32(e)
 }
 
 // waitReadable blocks until the socket has input (or end of stream, or
@@ -163,7 +197,7 @@ func (r *rawIO) waitInto(p []byte) error {
 		r.rbuf, r.rn, r.input = nil, 0, inputMore // tryRead's calls never wait
 		return err
 	}
-	switch n, e := r.rn, r.rerrno; {
+	switch n, e := r.rn, syscall.Errno(r.rerrno); {
 	case e == syscall.EINTR:
 		// Nothing read: the ordinary read sorts it out.
 	case e != 0:
@@ -195,7 +229,7 @@ func (r *rawIO) tryRead(p []byte) int {
 	if err != nil || r.rerrno != 0 {
 		return 0
 	}
-	return n
+	return int(n)
 }
 
 // read is tryRead's and waitInto's call: tryRead's never parks (an empty
@@ -206,7 +240,7 @@ func (r *rawIO) read(fd uintptr) bool {
 	if e == syscall.EAGAIN && r.input == inputWait {
 		return false
 	}
-	r.rn, r.rerrno = int(n), e
+	r.rn, r.rerrno = int32(n), uint32(e)
 	if r.input == inputWait {
 		r.input = inputMore // done waiting; waitInto classifies what came
 	}
@@ -239,7 +273,7 @@ func (s *sockReader) Read(p []byte) (int, error) {
 		// What waitInto read, into p itself when p is the buffer it read
 		// into (conn.idleBusy: the copy is then no copy).
 		n := copy(p, r.rbuf[:r.rn])
-		if r.rbuf, r.rn = r.rbuf[n:], r.rn-n; r.rn == 0 {
+		if r.rbuf, r.rn = r.rbuf[n:], r.rn-int32(n); r.rn == 0 {
 			r.rbuf = nil
 		}
 		return n, nil

@@ -67,7 +67,9 @@ func (c *conn) readPackets() (sendWill, drain, parked bool) {
 			}
 		}
 		if c.rd.Buffered() == 0 {
-			c.slab.release() // about to wait: an idle connection holds no chunk
+			if c.in != nil {
+				c.in.slab.release() // about to wait: an idle connection holds no chunk
+			}
 			if c.w.raw != nil {
 				park, err := c.idle(start)
 				if err != nil {

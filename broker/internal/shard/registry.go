@@ -86,8 +86,7 @@ func (s *Shard) endSessionLocked(sess *session) *willMsg {
 	delete(s.byID, sess.id)
 	s.tree.RemoveClient(sess.id)
 	sess.mu.Lock()
-	will := sess.pendingWill
-	sess.pendingWill = nil
+	will := sess.takePendingWillLocked()
 	sess.stopTimersLocked()
 	sess.dropAllLocked()
 	sess.mu.Unlock()
@@ -146,8 +145,7 @@ func (s *Shard) willFunc(sess *session, gen uint64) func() {
 		sess.mu.Lock()
 		var will *willMsg
 		if sess.gen == gen && sess.conn == nil {
-			will = sess.pendingWill
-			sess.pendingWill = nil
+			will = sess.takePendingWillLocked()
 		}
 		sess.mu.Unlock()
 		if will != nil && !closing {

@@ -170,8 +170,8 @@ func (sess *session) carryQoS2Locked(cut uint64) (carried int, keep uint64) {
 			carried++
 		}
 	}
-	carry(store.StateInAwaiting, sess.awaitingRel)
-	carry(store.StateOutReleased, sess.relAt)
+	carry(store.StateInAwaiting, sess.awaitingRelLocked())
+	carry(store.StateOutReleased, sess.relAtLocked())
 	if carried > 0 {
 		sess.dirty = true // its QoS 2 position moved up
 	}

@@ -93,7 +93,7 @@ func (s *Shard) attach(c *conn, clean bool, expiry uint32, ack *packet.Connack) 
 		sess.fullSince = 0
 		// A reconnect before the Will Delay Interval cancels the will
 		// [MQTT-3.1.3-9]; the session is no longer expiring.
-		sess.pendingWill = nil
+		sess.takePendingWillLocked()
 		sess.stopTimersLocked()
 		ack.SessionPresent = present
 		c.sendLocked(ack)
@@ -168,8 +168,9 @@ func (s *Shard) detach(c *conn, sendWill bool) {
 		if c.will.delay == 0 || expiry == 0 {
 			will = c.will
 		} else {
-			sess.pendingWill = c.will
-			sess.willTimer = time.AfterFunc(time.Duration(c.will.delay)*time.Second, s.willFunc(sess, sess.gen))
+			a := sess.asideLocked()
+			a.pendingWill = c.will
+			a.willTimer = time.AfterFunc(time.Duration(c.will.delay)*time.Second, s.willFunc(sess, sess.gen))
 		}
 	}
 	// QoS 0 messages are not kept for an offline session.
@@ -195,7 +196,7 @@ func (s *Shard) detach(c *conn, sendWill bool) {
 	}
 	sess.ownMessagesLocked()
 	if expiry != 0 && expiry != neverExpires && !s.closing {
-		sess.expiryTimer = time.AfterFunc(time.Duration(expiry)*time.Second, s.expireFunc(sess, sess.gen))
+		sess.asideLocked().expiryTimer = time.AfterFunc(time.Duration(expiry)*time.Second, s.expireFunc(sess, sess.gen))
 	}
 	sess.mu.Unlock()
 	if expiry == 0 {

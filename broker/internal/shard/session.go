@@ -83,19 +83,15 @@ type session struct {
 	queuedBytes int
 	inflight    map[uint16]delivery // outbound QoS 1/2 by packet id; nil until the first (putInflightLocked)
 	seq         uint64
-	// awaitingRel are the inbound QoS 2 ids accepted, awaiting PUBREL
-	// [MQTT-4.3.3-10], each with the log offset plus one of the message
-	// record that marks it (0: not logged; nil until the first,
-	// putAwaitingRelLocked); relAt are the outbound QoS 2
-	// ids past PUBREC with the offset plus one of their "released" record
-	// (nil until needed); q2pos is the lowest log offset holding the
-	// session's QoS 2 state as of the last checkpoint (qos2.go).
-	awaitingRel map[uint16]uint64
-	relAt       map[uint16]uint64
-	q2pos       uint64
-	fullSince   int64        // when the queue first hit its limit, Unix nanoseconds; 0 if not full
-	rare        *sessionRare // drop counters, revoked subscriptions, traced copies; nil until one is needed
-	pendingWill *willMsg     // will waiting for its delay or the session end
+	// q2pos is the lowest log offset holding the session's QoS 2 state
+	// (its aside's awaitingRel and relAt) as of the last checkpoint
+	// (qos2.go).
+	q2pos     uint64
+	fullSince int64        // when the queue first hit its limit, Unix nanoseconds; 0 if not full
+	rare      *sessionRare // drop counters, revoked subscriptions, traced copies; nil until one is needed
+	// aside holds the timers, the pending will, the channel publishers
+	// pause on and the QoS 2 id maps: nil until one is needed (sessionrare.go).
+	aside *sessionAside
 	// stored are deliveries whose message lives in the message log
 	// (offline persistent sessions, restart, replay); they go out before
 	// queue. replaying > 0 holds queue back while a replay is collected.
@@ -103,15 +99,8 @@ type session struct {
 	replaying int
 	// cursor is the lowest log offset the session may still need (saved
 	// with the session; dirty, above, says it may have moved).
-	cursor      uint64
-	willTimer   *time.Timer
-	expiryTimer *time.Timer
-	// drained is closed once the queue is back under half its bounds,
-	// for the readers of publishers pausing on it; stalled marks a queue
-	// that stayed behind through a whole pause: no reader pauses on it
-	// again until it drains (stall.go).
-	drained chan struct{}
-	sentAt  int64 // when the writer last took queued messages, Unix nanoseconds
+	cursor uint64
+	sentAt int64 // when the writer last took queued messages, Unix nanoseconds
 }
 
 func newSession(s *Shard, id topic.SubscriberID, clientID string) *session {
@@ -136,10 +125,11 @@ func (sess *session) putInflightLocked(id uint16, d *delivery) {
 // its PUBREL, with its log offset plus one (0: not logged); the map is
 // made on first use.
 func (sess *session) putAwaitingRelLocked(id uint16, off uint64) {
-	if sess.awaitingRel == nil {
-		sess.awaitingRel = make(map[uint16]uint64)
+	a := sess.asideLocked()
+	if a.awaitingRel == nil {
+		a.awaitingRel = make(map[uint16]uint64)
 	}
-	sess.awaitingRel[id] = off
+	a.awaitingRel[id] = off
 }
 
 // enqueue hands one delivery to the session. It never blocks on the
@@ -239,13 +229,17 @@ func (sess *session) stopTimers() {
 }
 
 func (sess *session) stopTimersLocked() {
-	if sess.willTimer != nil {
-		sess.willTimer.Stop()
-		sess.willTimer = nil
+	a := sess.aside
+	if a == nil {
+		return
 	}
-	if sess.expiryTimer != nil {
-		sess.expiryTimer.Stop()
-		sess.expiryTimer = nil
+	if a.willTimer != nil {
+		a.willTimer.Stop()
+		a.willTimer = nil
+	}
+	if a.expiryTimer != nil {
+		a.expiryTimer.Stop()
+		a.expiryTimer = nil
 	}
 }
 
@@ -265,8 +259,10 @@ func (sess *session) dropAllLocked() {
 		d.msg.unref()
 	}
 	clear(sess.inflight)
-	clear(sess.awaitingRel)
-	sess.relAt = nil
+	if a := sess.aside; a != nil {
+		clear(a.awaitingRel)
+		a.relAt = nil
+	}
 	sess.endAllTracesLocked("session ended before the acknowledgement")
 }
 
@@ -277,20 +273,23 @@ func (sess *session) dropAllLocked() {
 // The chunks it holds on to are at most runs+recentChunks: a chunk with
 // no counted delivery left in the queue was among the recent ones when
 // the oldest queued delivery was pushed.
+//
+// Its counts are 32 bits wide (a queue never holds 2^31 deliveries), so
+// that session fits its size class (TestConnStateSize).
 type ring struct {
 	buf        []delivery
-	head, size int
-	runs       int // counted deliveries (runSlots > 0) in the queue
-	slots      int // the counted chunks' messages, summed
+	head, size int32
+	runs       int32 // counted deliveries (runSlots > 0) in the queue
+	slots      int32 // the counted chunks' messages, summed
+	nextRecent int32
 	recent     [recentChunks]*message
-	nextRecent int
 }
 
 // recentChunks is how many interleaved publishers' chunks a queue tells
 // apart without counting a new run.
 const recentChunks = 16
 
-func (r *ring) len() int { return r.size }
+func (r *ring) len() int { return int(r.size) }
 
 // sparse reports whether a delivery of a message from chunk would pin one
 // chunk too many: a new run past pinnedRunsMax while the counted chunks
@@ -311,33 +310,33 @@ func (r *ring) push(d delivery) {
 	if ch := d.msg.chunk; ch != nil && !slices.Contains(r.recent[:], ch) {
 		d.runSlots = max(ch.chunkMsgs, 1)
 		r.runs++
-		r.slots += int(d.runSlots)
+		r.slots += int32(d.runSlots)
 		r.recent[r.nextRecent] = ch
 		r.nextRecent = (r.nextRecent + 1) % recentChunks
 	}
-	if r.size == len(r.buf) {
+	if int(r.size) == len(r.buf) {
 		nb := make([]delivery, max(16, 2*len(r.buf)))
-		for i := 0; i < r.size; i++ {
-			nb[i] = r.buf[(r.head+i)%len(r.buf)]
+		for i := range int(r.size) {
+			nb[i] = r.buf[(int(r.head)+i)%len(r.buf)]
 		}
 		r.buf, r.head = nb, 0
 	}
-	r.buf[(r.head+r.size)%len(r.buf)] = d
+	r.buf[(int(r.head)+int(r.size))%len(r.buf)] = d
 	r.size++
 }
 
 func (r *ring) peek() *delivery { return &r.buf[r.head] }
 
-func (r *ring) at(i int) *delivery { return &r.buf[(r.head+i)%len(r.buf)] }
+func (r *ring) at(i int) *delivery { return &r.buf[(int(r.head)+i)%len(r.buf)] }
 
 func (r *ring) pop() delivery {
 	d := r.buf[r.head]
 	r.buf[r.head] = delivery{}
-	r.head = (r.head + 1) % len(r.buf)
+	r.head = int32((int(r.head) + 1) % len(r.buf))
 	r.size--
 	if d.runSlots > 0 {
 		r.runs--
-		r.slots -= int(d.runSlots)
+		r.slots -= int32(d.runSlots)
 	}
 	if r.size == 0 {
 		r.recent = [recentChunks]*message{}

@@ -79,12 +79,13 @@ func (s *Shard) shortenOffline(maxExpiry uint32) {
 		sess.mu.Lock()
 		if sess.conn == nil && sess.expiry > maxExpiry {
 			sess.expiry = maxExpiry
-			if sess.expiryTimer != nil {
-				sess.expiryTimer.Stop()
-				sess.expiryTimer = nil
+			a := sess.asideLocked()
+			if a.expiryTimer != nil {
+				a.expiryTimer.Stop()
+				a.expiryTimer = nil
 			}
 			if !s.closing {
-				sess.expiryTimer = time.AfterFunc(time.Duration(maxExpiry)*time.Second, s.expireFunc(sess, sess.gen))
+				a.expiryTimer = time.AfterFunc(time.Duration(maxExpiry)*time.Second, s.expireFunc(sess, sess.gen))
 			}
 			changed = append(changed, sess)
 		}

@@ -96,6 +96,7 @@ func New(opts Options) *Shard {
 	s.inbound.New = func() any {
 		in := new(inbound)
 		in.matches.Ready = s.readyLocked
+		in.slab.pool = &s.msgBufs // big messages in pooled buffers (msgbuf.go)
 		return in
 	}
 	s.dlq.wake = make(chan struct{}, 1)
@@ -145,7 +146,7 @@ func (s *Shard) load() {
 		}
 		if sess.expiry != neverExpires {
 			left := time.Until(ss.DisconnectedAt.Add(time.Duration(sess.expiry) * time.Second))
-			sess.expiryTimer = time.AfterFunc(max(left, 0), s.expireFunc(sess, sess.gen))
+			sess.asideLocked().expiryTimer = time.AfterFunc(max(left, 0), s.expireFunc(sess, sess.gen))
 		}
 		return true
 	})

@@ -10,8 +10,9 @@ import (
 // A slab hands out messages, and the bytes they copy from PUBLISH packets,
 // in chunks shared by the packets that arrived together: a publisher
 // sending back to back costs its reader two allocations per chunk of up
-// to slabMessages messages instead of two per message. It belongs to one
-// connection's reading goroutine.
+// to slabMessages messages instead of two per message. It lives in the
+// reader's pooled scratch (inbound.slab), so it belongs to the reading
+// goroutine holding that.
 //
 // Chunks are sized to what the reader has buffered and are let go when
 // the buffer runs dry (release), so an idle connection holds no chunk and
@@ -22,8 +23,11 @@ import (
 // session whose writer has fallen so far behind that it holds messages
 // from pinnedRunsMax different chunks.
 //
-// The slab is part of every connection's state, idle or not: what only
-// messages with properties use is behind extra.
+// The slab is in the reader's scratch, not in the connection, since it
+// holds nothing between bursts (64 B a held connection would keep,
+// docs/idle-connections.md): it is let go before the scratch goes back
+// to its pool (releaseScratch). What only messages with properties use
+// is behind extra, kept with the scratch.
 type slab struct {
 	msgs  []message // every message of the chunk knows its first (chunk)
 	bytes []byte

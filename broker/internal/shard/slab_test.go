@@ -264,7 +264,7 @@ func TestSlabInterleavedPublishersKeepTheirChunks(t *testing.T) {
 		}
 		chunks[ch] = true
 	}
-	if want := pubs * perPub / slabMessages; len(chunks) != want || sub.queue.runs != want {
+	if want := pubs * perPub / slabMessages; len(chunks) != want || int(sub.queue.runs) != want {
 		t.Errorf("%d chunks, %d runs counted; want %d of each", len(chunks), sub.queue.runs, want)
 	}
 	for sub.queue.len() > 0 {

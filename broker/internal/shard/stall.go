@@ -40,9 +40,9 @@ func (sess *session) behindLocked() bool {
 // caughtUpLocked lets the readers pausing on the session go on and clears
 // its stalled mark; sess.mu is held.
 func (sess *session) caughtUpLocked() {
-	if sess.drained != nil {
-		close(sess.drained)
-		sess.drained = nil
+	if a := sess.aside; a != nil && a.drained != nil {
+		close(a.drained)
+		a.drained = nil
 	}
 	sess.stalled = false
 }
@@ -74,10 +74,11 @@ func (c *conn) pauseForLagging() {
 		sess.mu.Unlock()
 		return
 	}
-	if sess.drained == nil {
-		sess.drained = make(chan struct{}) // one per pause, shared by every reader waiting
+	a := sess.asideLocked()
+	if a.drained == nil {
+		a.drained = make(chan struct{}) // one per pause, shared by every reader waiting
 	}
-	drained := sess.drained
+	drained := a.drained
 	sess.mu.Unlock()
 	if o.timer == nil {
 		o.timer = time.NewTimer(stallWait) // kept with the reader's pooled scratch
@@ -91,7 +92,7 @@ func (c *conn) pauseForLagging() {
 	case <-o.timer.C:
 		sess.mu.Lock()
 		quiet := time.Now().UnixNano() - max(sess.sentAt, sess.attachedAt)
-		if sess.drained == drained && sess.behindLocked() && quiet > int64(stallQuiet) {
+		if sess.aside.drained == drained && sess.behindLocked() && quiet > int64(stallQuiet) {
 			sess.stalled = true // nothing sent for stallQuiet: drop for it, pause no more
 			c.shard.stats.pausesStalled.Add(1)
 		}

@@ -26,31 +26,33 @@ type storedEntry struct {
 
 // offRing is a growable FIFO of storedEntry.
 type offRing struct {
-	buf        []storedEntry
-	head, size int
+	buf []storedEntry
+	// 32 bits each (a ring never holds 2^31 entries): the session's 8 B
+	// (TestConnStateSize).
+	head, size int32
 }
 
-func (r *offRing) len() int { return r.size }
+func (r *offRing) len() int { return int(r.size) }
 
 func (r *offRing) push(e storedEntry) {
-	if r.size == len(r.buf) {
+	if int(r.size) == len(r.buf) {
 		nb := make([]storedEntry, max(4, 2*len(r.buf)))
-		for i := 0; i < r.size; i++ {
-			nb[i] = r.buf[(r.head+i)%len(r.buf)]
+		for i := range int(r.size) {
+			nb[i] = r.buf[(int(r.head)+i)%len(r.buf)]
 		}
 		r.buf, r.head = nb, 0
 	}
-	r.buf[(r.head+r.size)%len(r.buf)] = e
+	r.buf[(int(r.head)+int(r.size))%len(r.buf)] = e
 	r.size++
 }
 
 func (r *offRing) peek() *storedEntry { return &r.buf[r.head] }
 
-func (r *offRing) at(i int) *storedEntry { return &r.buf[(r.head+i)%len(r.buf)] }
+func (r *offRing) at(i int) *storedEntry { return &r.buf[(int(r.head)+i)%len(r.buf)] }
 
 func (r *offRing) pop() storedEntry {
 	e := r.buf[r.head]
-	r.head = (r.head + 1) % len(r.buf)
+	r.head = int32((int(r.head) + 1) % len(r.buf))
 	r.size--
 	if r.size == 0 {
 		r.buf, r.head = nil, 0 // an idle session keeps no ring memory
