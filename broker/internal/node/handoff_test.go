@@ -54,14 +54,7 @@ func TestHandoffRoundTrip(t *testing.T) {
 	if err := gw.Write(handoff.AppendID(nil, handoff.TypeClose, 2)); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case code := <-dev2.disc:
-		if code != 0x87 {
-			t.Fatalf("closed at the gateway's request with DISCONNECT %#x, want 0x87", code)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no DISCONNECT after the gateway's close")
-	}
+	dev2.expectDisconnect(t, 0x87, "the gateway's close")
 	expectAnswer(t, gw, handoff.TypeClosed, 2)
 }
 
@@ -229,14 +222,7 @@ func TestHandoffShutdown(t *testing.T) {
 		defer cancel()
 		shut <- n.Shutdown(ctx)
 	}()
-	select {
-	case code := <-dev.disc:
-		if code != 0x8b {
-			t.Fatalf("shutdown disconnected the device with %#x, want 0x8b", code)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no DISCONNECT at shutdown")
-	}
+	dev.expectDisconnect(t, 0x8b, "the node's shutdown")
 	expectAnswer(t, gw, handoff.TypeClosed, 3)
 	if err := <-shut; err != nil {
 		t.Fatalf("shutdown: %v", err)

@@ -163,6 +163,20 @@ type handedClient struct {
 	disc chan byte
 }
 
+// expectDisconnect waits for the server's DISCONNECT with code after
+// what.
+func (hc *handedClient) expectDisconnect(t *testing.T, code byte, what string) {
+	t.Helper()
+	select {
+	case got := <-hc.disc:
+		if got != code {
+			t.Fatalf("after %s: DISCONNECT %#x, want %#x", what, got, code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no DISCONNECT after %s", what)
+	}
+}
+
 func (n *testNode) handOffClient(t *testing.T, gw *handoff.Conn, id uint64, c cred, clientID string) *handedClient {
 	t.Helper()
 	dev, srv := devicePair(t)

@@ -19,15 +19,7 @@ func TestParkedSoonAfterConnect(t *testing.T) {
 	pr := new(probe)
 	b := startBroker(t, Options{probe: pr}, ConnInfo{})
 	const n = 200
-	clients := make([]*rawClient, n)
-	for i := range clients {
-		version := packet.Version311
-		if i%2 == 1 {
-			version = packet.Version5
-		}
-		clients[i] = dialRaw(t, b.addr, version)
-		clients[i].connectOK(fmt.Sprintf("storm-%d", i))
-	}
+	clients := connectMany(t, b, "storm", n)
 	for i := range clients {
 		waitDetached(t, b, fmt.Sprintf("storm-%d", i))
 	}

@@ -21,15 +21,7 @@ func TestMassWakeUp(t *testing.T) {
 	pr := new(probe)
 	b := startBroker(t, Options{probe: pr}, ConnInfo{})
 	const n = 300
-	clients := make([]*rawClient, n)
-	for i := range clients {
-		version := packet.Version311
-		if i%2 == 1 {
-			version = packet.Version5
-		}
-		clients[i] = dialRaw(t, b.addr, version)
-		clients[i].connectOK(fmt.Sprintf("mass-%d", i))
-	}
+	clients := connectMany(t, b, "mass", n)
 	for i := range clients {
 		waitParked(t, b, fmt.Sprintf("mass-%d", i))
 	}
@@ -85,4 +77,20 @@ func TestMassWakeUp(t *testing.T) {
 	if got := b.shard.stats.connected.Load(); got != 0 {
 		t.Errorf("%d connections still counted connected", got)
 	}
+}
+
+// connectMany connects n clean clients named prefix-0 … prefix-(n-1),
+// 3.1.1 and 5.0 in turn.
+func connectMany(t *testing.T, b *testBroker, prefix string, n int) []*rawClient {
+	t.Helper()
+	clients := make([]*rawClient, n)
+	for i := range clients {
+		version := packet.Version311
+		if i%2 == 1 {
+			version = packet.Version5
+		}
+		clients[i] = dialRaw(t, b.addr, version)
+		clients[i].connectOK(fmt.Sprintf("%s-%d", prefix, i))
+	}
+	return clients
 }
