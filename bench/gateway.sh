@@ -11,6 +11,7 @@
 #   bench/gateway.sh                          # QoS 0/1 ingest and latency
 #   bench/gateway.sh -only '^latency-1k$'     # other scenario ids
 #   BENCH_FSYNC=always bench/gateway.sh       # both logging with -fsync always
+#   BERTH_HANDOFF=1 bench/gateway.sh          # the gateway hands sockets to the node (infra/dev/run.sh)
 # Other flags go to bench/run.sh.
 #
 # Like with like: the node logs QoS 1/2 to its message log (-data), so the

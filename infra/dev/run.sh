@@ -12,6 +12,10 @@
 # (docs/replication.md): dev-node-1..3, node i on BERTH_NODE_MQTT,
 # BERTH_NODE_ADMIN and BERTH_NODE_PEER with 10*(i-1) added to each port,
 # data in .run/nodes/<node-id>/, pid files .run/nodes/<node-id>.pid.
+#
+# BERTH_HANDOFF=1 (one node only) has the gateway hand plain-TCP devices'
+# sockets to the node (-handoff-dir .run/handoff, the node's -handoff-listen
+# there) instead of relaying them (docs/operations.md, "Socket handoff").
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$BERTH_ROOT"
@@ -34,6 +38,14 @@ NODE_ADMIN=${BERTH_NODE_ADMIN:-127.0.0.1:7880}
 NODE_PEER=${BERTH_NODE_PEER:-127.0.0.1:7881}
 NODES=${BERTH_NODES:-1}
 [[ $NODES =~ ^[1-9]$ ]] || die "BERTH_NODES=$NODES: want a number of nodes from 1 to 9"
+node_handoff=() gw_handoff=()
+if [ -n "${BERTH_HANDOFF:-}" ]; then
+	[ "$NODES" = 1 ] || die "BERTH_HANDOFF is for one node (BERTH_NODES=1)"
+	mkdir -p "$BERTH_RUN_DIR/handoff"
+	chmod 700 "$BERTH_RUN_DIR/handoff"
+	node_handoff=(-handoff-listen "$BERTH_RUN_DIR/handoff/dev-node-1.sock")
+	gw_handoff=(-handoff-dir "$BERTH_RUN_DIR/handoff")
+fi
 # node_addr ADDR I: ADDR with 10*(I-1) added to its port (node I's).
 node_addr() { echo "${1%:*}:$((${1##*:} + 10 * ($2 - 1)))"; }
 GW_METRICS=${BERTH_GATEWAY_METRICS:-127.0.0.1:9101}
@@ -165,7 +177,7 @@ fi
 if [ -n "$full" ] && [ "$NODES" = 1 ]; then
 	start broker -node-id dev-node-1 -internal-listen "$NODE_MQTT" -admin-listen "$NODE_ADMIN" \
 		-data "$BERTH_RUN_DIR/node-data" -database-url "$DATABASE_URL" \
-		-jwks-url "http://$API_ADDR/v1/.well-known/jwks.json"
+		-jwks-url "http://$API_ADDR/v1/.well-known/jwks.json" ${node_handoff[@]+"${node_handoff[@]}"}
 	wait_port "$NODE_ADMIN" broker
 elif [ -n "$full" ]; then
 	# Replicating nodes: each lists the others in -peers, one zone each;
@@ -188,7 +200,7 @@ fi
 if [ -n "$full" ] && [ -n "$api" ]; then
 	start gateway -gateway-id dev-gw-1 -listen "$MQTT_ADDR" -listen-ws "$WS_ADDR" -listen-tls "" -listen-wss "" \
 		-metrics-listen "$GW_METRICS" -trace-sample 1 -jwks-url "http://$API_ADDR/v1/.well-known/jwks.json" \
-		-database-url "$DATABASE_URL" -redis-url "$REDIS_URL" -log-format text
+		-database-url "$DATABASE_URL" -redis-url "$REDIS_URL" -log-format text ${gw_handoff[@]+"${gw_handoff[@]}"}
 	wait_port "$MQTT_ADDR" gateway
 	if [ "$NODES" = 1 ]; then
 		echo "  node       mqtt $NODE_MQTT (PROXY v2 only), admin http://$NODE_ADMIN"

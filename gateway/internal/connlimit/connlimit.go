@@ -311,6 +311,33 @@ func (l *Limiter) Acquire(ctx context.Context, tenantID string, limit int) (*Lea
 	return &Lease{l: l, tenant: tenantID, Count: int(res[0])}, nil
 }
 
+// Adopt counts one connection for tenantID without the limit check: a
+// connection this gateway admitted before it restarted, which a node still
+// serves (a socket handoff's hello, gateway/internal/gateway/handoff.go).
+// It adds it to Redis at once (the refresh's delta script); when Redis is
+// unreachable the next refresh adds it. Release it when the connection
+// ends.
+func (l *Limiter) Adopt(ctx context.Context, tenantID string) *Lease {
+	l.mu.Lock()
+	l.inflight++
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, l.opt.Timeout)
+	defer cancel()
+	err := adjustScript.Run(ctx, l.rdb, []string{l.hashKey(tenantID)},
+		l.opt.GatewayID, 1, l.opt.HeartbeatTTL.Milliseconds(), l.hashTTL().Milliseconds()).Err()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inflight--
+	l.seq++
+	c := l.tenantLocked(tenantID)
+	c.held++
+	if err != nil {
+		l.opt.Logger.Warn("connlimit: adopting a connection failed; the next refresh retries", "tenant_id", tenantID, "err", err)
+		c.pending++
+	}
+	return &Lease{l: l, tenant: tenantID, Degraded: err != nil}
+}
+
 // Release gives the slot back. It is idempotent.
 func (ls *Lease) Release() {
 	ls.once.Do(func() {

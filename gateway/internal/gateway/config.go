@@ -98,6 +98,11 @@ type Config struct {
 	// sampled flag instead. 0 turns tracing off entirely.
 	TraceSample  float64
 	OTLPEndpoint string // OTLP/HTTP collector base URL; "" exports nothing (spans still kept in Postgres)
+	// HandoffDir holds the handoff sockets (*.sock) of the nodes on this
+	// host (their -handoff-listen): a plain-TCP device whose tenant one of
+	// them serves gets its socket handed to that node instead of relayed
+	// (handoff.go). "" turns it off.
+	HandoffDir string
 }
 
 // DefaultConfig returns the defaults.
@@ -175,6 +180,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.DrainGrace, "drain-grace", c.DrainGrace, "on SIGTERM, how long live connections may stay")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "json or text")
 	fs.Float64Var(&c.TraceSample, "trace-sample", c.TraceSample, "share of connects traced, 0 to 1 (0 turns tracing off)")
+	fs.StringVar(&c.HandoffDir, "handoff-dir", c.HandoffDir, "directory of the handoff sockets (*.sock) of the nodes on this host: a plain-TCP device of a tenant one of them serves is handed to it, not relayed (empty disables)")
 	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", c.OTLPEndpoint, "OTLP/HTTP collector base URL, e.g. http://collector:4318 (env OTEL_EXPORTER_OTLP_ENDPOINT)")
 }
 

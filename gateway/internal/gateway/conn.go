@@ -128,7 +128,14 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport
 	// at handle's return, before the slot is freed.
 	hs := handshakeHold{h: g.hs}
 	defer hs.end(client)
-	raw, fh, body, err := readConnect(client, g.cfg.MaxConnectSize)
+	// peeked: the CONNECT is still in the socket (handoffconn.go); read out before a close.
+	sock, raw, fh, body, err := g.connectBytes(client, transport)
+	peeked := sock != nil && err == nil
+	defer func() {
+		if peeked {
+			discardPeeked(sock, len(raw))
+		}
+	}()
 	if err != nil {
 		switch {
 		case errors.Is(err, packet.ErrPacketTooLarge):
@@ -195,7 +202,12 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport
 
 	// Watch before checking, so a revocation arriving from now on is seen.
 	watch := g.d.Revoked.Watch(claims.Subject)
-	defer watch.Stop()
+	handedOff := false // then the backstop owns watch and the node's closed ends lease
+	defer func() {
+		if !handedOff {
+			watch.Stop()
+		}
+	}()
 	select {
 	case <-watch.Done():
 		g.refuse(client, log, &ct, refuseRevoked, errors.New("credential revoked"))
@@ -233,7 +245,11 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport
 		g.refuse(client, log, &ct, refuseLimiterDown, err)
 		return
 	}
-	defer lease.Release()
+	defer func() {
+		if !handedOff {
+			lease.Release()
+		}
+	}()
 
 	if g.isClosing() {
 		// Accepted just before Shutdown: do not start a relay that the
@@ -255,6 +271,13 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport
 	info := proxyproto.Info{TenantID: tid, CredentialID: claims.Subject, ACL: claims.ACL, TokenExpiry: exp}
 	header := func() ([]byte, error) {
 		return g.d.Signer.Append(make([]byte, 0, 256+len(claims.ACL)+len(raw)), src, dst, &info)
+	}
+	if peeked {
+		peeked = false // handed off, dropped, or read out for the relay
+		var done bool
+		if rt, done, handedOff = g.tryHandOff(ctx, log, &ct, sock, raw, rt, header, lease, watch, pend); done {
+			return
+		}
 	}
 	// The node's CONNACK is read here (a node not leading the tenant is
 	// retried, leader.go), then relayed.

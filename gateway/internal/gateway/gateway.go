@@ -64,6 +64,7 @@ type Gateway struct {
 	proxyRefused *prometheus.CounterVec
 	waits        *headerWaits
 	tr           trace.Tracer
+	ho           *handoffs // the nodes on this host (-handoff-dir); nil when off
 
 	connCtx    context.Context // cancelled when Shutdown gives up waiting
 	cancelConn context.CancelFunc
@@ -165,6 +166,9 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 		}
 		g.tls = g.tlsConfig(cr) // tlsslot.go
 	}
+	if cfg.HandoffDir != "" {
+		g.ho = newHandoffs(cfg.HandoffDir, d.Logger, d.Limits)
+	}
 	g.syn = loadSYNFilter(&cfg, d.Logger) // closed by Shutdown
 	reg.MustRegister(synDroppedMetric(g.syn))
 	return g, nil
@@ -206,6 +210,9 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	if g.cfg.MetricsListen != "" {
 		want = append(want, lc{KindMetrics, g.cfg.MetricsListen})
+	}
+	if g.ho != nil {
+		g.ho.start()
 	}
 	var lcfg net.ListenConfig
 	if g.syn != nil {
@@ -358,6 +365,11 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	g.cancelConn()
+	if g.ho != nil {
+		// Devices handed off were not waited for: the node serves them.
+		// Their leases stay counted until the process exits.
+		g.ho.close()
+	}
 	g.closeListeners() // and the metrics server, last
 	g.loops.Wait()
 	g.pendLog.stop() // the summaries still due

@@ -65,27 +65,38 @@ func (g *Gateway) forward(ctx context.Context, log *slog.Logger, s *session, rt 
 		}
 		log.Info("node does not lead the tenant; retrying its leader", "node", rt.NodeID, "epoch", rt.Epoch,
 			"reason", reason.Error(), "attempt", attempt+1)
-		prev := rt
-		rt, err = g.d.Routes.Refresh(ctx, rt.TenantID)
-		switch {
-		case errors.Is(err, route.ErrNoTenant):
-			return nil, nil, prev, refuseNoTenant, err
-		case err != nil:
-			return nil, nil, prev, refuseNoRoute, err
-		}
-		if rt.NodeAddr == prev.NodeAddr {
-			wait := time.NewTimer(time.Duration(attempt+1) * leaderRetryWait)
-			select {
-			case <-wait.C:
-			case <-ctx.Done():
-				wait.Stop()
-				return nil, nil, rt, refuseNoLeader, errNotLeader
-			}
-			if rt, err = g.d.Routes.Refresh(ctx, rt.TenantID); err != nil {
-				return nil, nil, prev, refuseNoRoute, err
-			}
+		var r refusal
+		if rt, r, err = g.nextLeader(ctx, rt, attempt); err != nil {
+			return nil, nil, rt, r, err
 		}
 	}
+}
+
+// nextLeader re-reads the route of a tenant whose node (prev's) answered
+// that it does not lead it, waiting a little (leaderRetryWait times
+// attempt+1) when the route still names that node. On an error it
+// returns the route to report and the refusal.
+func (g *Gateway) nextLeader(ctx context.Context, prev route.Route, attempt int) (route.Route, refusal, error) {
+	rt, err := g.d.Routes.Refresh(ctx, prev.TenantID)
+	switch {
+	case errors.Is(err, route.ErrNoTenant):
+		return prev, refuseNoTenant, err
+	case err != nil:
+		return prev, refuseNoRoute, err
+	}
+	if rt.NodeAddr == prev.NodeAddr {
+		wait := time.NewTimer(time.Duration(attempt+1) * leaderRetryWait)
+		select {
+		case <-wait.C:
+		case <-ctx.Done():
+			wait.Stop()
+			return rt, refuseNoLeader, errNotLeader
+		}
+		if rt, err = g.d.Routes.Refresh(ctx, rt.TenantID); err != nil {
+			return prev, refuseNoRoute, err
+		}
+	}
+	return rt, refusal{}, nil
 }
 
 // exchange writes a fresh header and the CONNECT to node and reads its first

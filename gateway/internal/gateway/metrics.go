@@ -16,6 +16,7 @@ type metrics struct {
 	active      prometheus.Gauge
 	pending     prometheus.Gauge // unauthenticated connections (pendingIPs)
 	revoked     prometheus.Counter
+	handoffs    *prometheus.CounterVec // result: taken, a refusal's reason, no_answer, node_gone
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -49,6 +50,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "berth_gateway_revoked_disconnects_total", Help: "Live connections closed because their credential was revoked.",
 		}),
 	}
-	reg.MustRegister(m.connects, m.refusals, m.latency, m.rateLimited, m.cooldowns, m.active, m.pending, m.revoked)
+	m.handoffs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "berth_gateway_handoffs_total",
+		Help: "Device sockets offered to a node on this host (-handoff-dir), by result: taken, the node's refusal (not-leader, bad-header, ...; relayed over TCP instead), no_answer, node_gone.",
+	}, []string{"result"})
+	reg.MustRegister(m.connects, m.refusals, m.latency, m.rateLimited, m.cooldowns, m.active, m.pending, m.revoked, m.handoffs)
 	return m
 }

@@ -108,6 +108,12 @@ func (n *testNode) serve(c net.Conn) {
 		n.conns <- nc
 		return // before reading any MQTT byte
 	}
+	n.serveMQTT(c, nc)
+}
+
+// serveMQTT serves one client whose header was verified (nc): CONNECT,
+// then the loopback broker.
+func (n *testNode) serveMQTT(c net.Conn, nc nodeConn) {
 	r := packet.NewReader(c, 4096)
 	fh, body, err := r.ReadPacket(1 << 20)
 	var connect packet.Connect
