@@ -115,10 +115,7 @@ func (n *testNode) gatewayHeader(t *testing.T, srv net.Conn, c cred, secret []by
 	if secret == nil {
 		secret = testSecret
 	}
-	if _, err := n.pool.Exec(context.Background(), `INSERT INTO credentials (id, tenant_id, name, acl)
-		SELECT $1, $2, $1, '{}' WHERE EXISTS (SELECT 1 FROM tenants WHERE id = $2) ON CONFLICT DO NOTHING`, c.id, c.tenant); err != nil {
-		t.Fatal(err)
-	}
+	n.ensureCredential(t, c)
 	s, err := proxyproto.NewSigner(secret, nil)
 	if err != nil {
 		t.Fatal(err)

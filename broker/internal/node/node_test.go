@@ -102,16 +102,23 @@ var allowAll = `{"pub":["#"],"sub":["#"]}`
 // (a gateway forwards only credentials the API made), the credential has
 // a live row in credentials when its tenant exists: the node ends the
 // sessions of credentials that are revoked or have no row.
+// ensureCredential puts c's row in place, as the API would have made it,
+// for a tenant that exists.
+func (n *testNode) ensureCredential(t *testing.T, c cred) {
+	t.Helper()
+	if _, err := n.pool.Exec(context.Background(), `INSERT INTO credentials (id, tenant_id, name, acl)
+		SELECT $1, $2, $1, '{}' WHERE EXISTS (SELECT 1 FROM tenants WHERE id = $2) ON CONFLICT DO NOTHING`, c.id, c.tenant); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (n *testNode) dial(t *testing.T, c cred, secret []byte) net.Conn {
 	t.Helper()
 	if secret == nil {
 		secret = testSecret
 	}
 	if c.id != "" {
-		if _, err := n.pool.Exec(context.Background(), `INSERT INTO credentials (id, tenant_id, name, acl)
-			SELECT $1, $2, $1, '{}' WHERE EXISTS (SELECT 1 FROM tenants WHERE id = $2) ON CONFLICT DO NOTHING`, c.id, c.tenant); err != nil {
-			t.Fatal(err)
-		}
+		n.ensureCredential(t, c)
 	}
 	s, err := proxyproto.NewSigner(secret, nil)
 	if err != nil {
