@@ -31,6 +31,14 @@ type Frame struct {
 	Truncated bool
 }
 
+// CloseFDs closes the frame's descriptors: what a receiver that takes
+// none of them does.
+func (f Frame) CloseFDs() {
+	for _, fd := range f.FDs {
+		_ = syscall.Close(fd)
+	}
+}
+
 // Conn is one end of a handoff connection. Reads and writes may run
 // concurrently with each other, but not reads with reads nor writes with
 // writes.
@@ -127,9 +135,7 @@ func (c *Conn) takeFDs(oob []byte) {
 }
 
 func (c *Conn) closeFDs() {
-	for _, fd := range c.fds {
-		_ = syscall.Close(fd)
-	}
+	Frame{FDs: c.fds}.CloseFDs()
 	c.fds = c.fds[:0]
 }
 

@@ -169,7 +169,7 @@ func (h *handoffs) read(g *handoffGateway) {
 				return
 			}
 		case handoff.TypeClose:
-			closeFDs(f.FDs)
+			f.CloseFDs()
 			id, err := handoff.ParseID(f.Body)
 			if err != nil {
 				h.n.log.Warn("handoff: malformed close", "err", err)
@@ -177,7 +177,7 @@ func (h *handoffs) read(g *handoffGateway) {
 			}
 			h.closeAsked(g, id)
 		default: // a newer gateway's, or a node's own type: skipped
-			closeFDs(f.FDs)
+			f.CloseFDs()
 			h.n.log.Debug("handoff: skipped a frame of unknown type", "type", f.Type)
 		}
 	}
@@ -188,12 +188,12 @@ func (h *handoffs) read(g *handoffGateway) {
 func (h *handoffs) receive(g *handoffGateway, f handoff.Frame) bool {
 	id, hdr, err := handoff.ParseHandoff(f.Body)
 	if err != nil {
-		closeFDs(f.FDs)
+		f.CloseFDs()
 		h.n.log.Warn("handoff: malformed handoff", "err", err)
 		return false
 	}
 	if len(f.FDs) != 1 || f.Truncated {
-		closeFDs(f.FDs)
+		f.CloseFDs()
 		h.n.log.Warn("handoff: refused: not one descriptor", "descriptors", len(f.FDs), "truncated", f.Truncated)
 		g.send(handoff.AppendRefused(nil, id, handoff.RefusedBadDescriptor))
 		return true

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"syscall"
 	"time"
 )
 
@@ -81,10 +80,4 @@ func tcpFromFD(fd int) (*net.TCPConn, error) {
 		return nil, fmt.Errorf("a %T", nc)
 	}
 	return tc, nil
-}
-
-func closeFDs(fds []int) {
-	for _, fd := range fds {
-		_ = syscall.Close(fd)
-	}
 }

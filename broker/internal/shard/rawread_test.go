@@ -18,6 +18,19 @@ import (
 // countingConn passes everything through to the socket, as the node's
 // PROXY protocol wrapper does, and counts the reads that go through it:
 // the net package's own Read, with its syscall bookkeeping and its wait.
+// countedRawReader is a socket pair whose server end is read by a
+// rawIO's reader under a pass-through wrapper that counts the reads
+// reaching the net package.
+func countedRawReader(t *testing.T) (client net.Conn, cc *countingConn, raw *rawIO, rd io.Reader) {
+	t.Helper()
+	client, server := socketPair(t)
+	cc = &countingConn{Conn: server}
+	if raw = rawConn(cc); raw == nil {
+		t.Fatal("no raw socket under a pass-through wrapper")
+	}
+	return client, cc, raw, raw.reader(cc)
+}
+
 type countingConn struct {
 	net.Conn
 	reads atomic.Int64
@@ -35,13 +48,7 @@ func (c *countingConn) NetConn() net.Conn { return c.Conn }
 // wait for input, the read deadline, the end of the stream) is still
 // nc.Read's, with its errors.
 func TestSockReader(t *testing.T) {
-	client, server := socketPair(t)
-	cc := &countingConn{Conn: server}
-	raw := rawConn(cc)
-	if raw == nil {
-		t.Fatal("no raw socket under a pass-through wrapper")
-	}
-	rd := raw.reader(cc)
+	client, cc, raw, rd := countedRawReader(t)
 	buf := make([]byte, 64)
 
 	if _, err := client.Write([]byte("ready")); err != nil {
@@ -71,7 +78,7 @@ func TestSockReader(t *testing.T) {
 
 	// Nothing there: nc.Read waits, and its deadline holds.
 	before := cc.reads.Load()
-	if err := server.SetReadDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
+	if err := cc.SetReadDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := rd.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -81,7 +88,7 @@ func TestSockReader(t *testing.T) {
 		t.Fatal("an empty socket was not left to nc.Read")
 	}
 	// The end of the stream is io.EOF, as from nc.
-	if err := server.SetReadDeadline(time.Time{}); err != nil {
+	if err := cc.SetReadDeadline(time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	client.Close()

@@ -33,13 +33,7 @@ func socketEmpty(t *testing.T, r *rawIO) bool {
 // Its deadline, the end of the stream and a reset end it as they end
 // waitReadable, and the reads after it never wait.
 func TestWaitInto(t *testing.T) {
-	client, server := socketPair(t)
-	cc := &countingConn{Conn: server}
-	raw := rawConn(cc)
-	if raw == nil {
-		t.Fatal("no raw socket")
-	}
-	rd := raw.reader(cc)
+	client, cc, raw, rd := countedRawReader(t)
 	var small [smallReadBufSize]byte
 	rb := make([]byte, readBufSize)
 	ping := []byte{0xC0, 0x00} // PINGREQ
@@ -88,7 +82,7 @@ func TestWaitInto(t *testing.T) {
 	}
 
 	// Its deadline ends it, and the read after it does not wait.
-	if err := server.SetReadDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
+	if err := cc.SetReadDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	if err := raw.waitInto(small[:]); !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -97,7 +91,7 @@ func TestWaitInto(t *testing.T) {
 	if n := raw.tryRead(rb); n != 0 {
 		t.Fatalf("tryRead of an empty socket: %d", n)
 	}
-	if err := server.SetReadDeadline(time.Time{}); err != nil {
+	if err := cc.SetReadDeadline(time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -174,7 +174,7 @@ func (h *handoffs) dial(path string) error {
 		_ = c.SetReadDeadline(time.Now().Add(handoffFrameTimeout))
 		f, err := c.ReadFrame(handoffFrameTimeout)
 		if err == nil {
-			closeFDs(f.FDs)
+			f.CloseFDs()
 			if f.Type != handoff.TypeHello {
 				err = errors.New("handoff: the node's first frame is not a hello")
 			} else {
@@ -221,7 +221,7 @@ func (n *handoffNode) read() {
 		if f, err = n.c.ReadFrame(handoffFrameTimeout); err != nil {
 			break
 		}
-		closeFDs(f.FDs) // a node sends none
+		f.CloseFDs() // a node sends none
 		var id uint64
 		switch f.Type {
 		case handoff.TypeTaken:
@@ -396,10 +396,4 @@ func (h *handoffs) close() {
 		_ = n.c.Close()
 	}
 	h.wg.Wait()
-}
-
-func closeFDs(fds []int) {
-	for _, fd := range fds {
-		_ = syscall.Close(fd)
-	}
 }

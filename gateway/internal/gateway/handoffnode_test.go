@@ -162,7 +162,7 @@ func (n *hoNode) read(c *handoff.Conn) {
 		case handoff.TypeHandoff:
 			id, hdr, err := handoff.ParseHandoff(f.Body)
 			if err != nil || len(f.FDs) != 1 {
-				closeFDs(f.FDs)
+				f.CloseFDs()
 				return
 			}
 			n.receive(c, id, append([]byte(nil), hdr...), f.FDs[0])
