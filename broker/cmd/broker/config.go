@@ -47,6 +47,7 @@ type Config struct {
 	AdvertiseMQTT  string
 	AdvertiseAdmin string
 	HandoffListen  string // node: Unix socket for a co-located gateway's socket handoffs
+	PublicHost     string // node: where devices reach this node's host (nodes.public_host)
 	DatabaseURL    string
 	ProxySecret    string
 	NodeToken      string
@@ -172,6 +173,7 @@ Flags:
 	fs.StringVar(&cfg.AdvertiseMQTT, "advertise-mqtt", cfg.AdvertiseMQTT, "node: address gateways dial (default: the bound -internal-listen)")
 	fs.StringVar(&cfg.AdvertiseAdmin, "advertise-admin", cfg.AdvertiseAdmin, "node: address the API dials (default: the bound -admin-listen)")
 	fs.StringVar(&cfg.HandoffListen, "handoff-listen", cfg.HandoffListen, "node: Unix socket (mode 0600) on which a gateway on this host hands over device sockets; empty: off")
+	fs.StringVar(&cfg.PublicHost, "public-host", cfg.PublicHost, "node: host name or IP at which devices reach this node's host (its co-located gateway's MQTT port), registered as nodes.public_host; the gateways' DNS (-dns-listen) answers a tenant endpoint with its leader's; empty: not set")
 	fs.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "node: Postgres URL (also DATABASE_URL)")
 	fs.StringVar(&cfg.ProxySecret, "proxy-secret", cfg.ProxySecret, "node: HMAC secret shared with the gateways (prefer BERTH_PROXY_SECRET)")
 	fs.StringVar(&cfg.NodeToken, "node-token", cfg.NodeToken, "node: bearer token of the admin API (prefer BERTH_NODE_TOKEN)")

@@ -37,6 +37,7 @@ func (c Config) nodeConfig(log *slog.Logger) node.Config {
 		AdvertiseMQTT:      c.AdvertiseMQTT,
 		AdvertiseAdmin:     c.AdvertiseAdmin,
 		HandoffListen:      c.HandoffListen,
+		PublicHost:         c.PublicHost,
 		DatabaseURL:        c.DatabaseURL,
 		ProxySecret:        []byte(c.ProxySecret),
 		NodeToken:          c.NodeToken,

@@ -30,7 +30,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	"berth.dev/broker/internal/msgtrace"
@@ -51,9 +53,13 @@ type Config struct {
 	// host hands over device sockets (handoff.go; package handoff); empty:
 	// off.
 	HandoffListen string
-	DatabaseURL   string
-	ProxySecret   []byte // HMAC key shared with the gateways
-	NodeToken     string // bearer token of the admin API
+	// PublicHost is the host name or IP at which devices reach this node's
+	// host (its co-located gateway's MQTT port), registered as
+	// nodes.public_host for the gateways' tenant DNS; empty: not set.
+	PublicHost  string
+	DatabaseURL string
+	ProxySecret []byte // HMAC key shared with the gateways
+	NodeToken   string // bearer token of the admin API
 	// ProxySecretPrevious and NodeTokenPrevious are also accepted while
 	// either is rotated (docs/operations.md); empty accepts only the current.
 	ProxySecretPrevious []byte
@@ -197,6 +203,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%w: the JWKS URL must be an http(s) URL", ErrConfig)
 		}
 	}
+	if c.PublicHost != "" && !validPublicHost(c.PublicHost) {
+		return fmt.Errorf("%w: the public host %q must be an IP address or a host name (no port)", ErrConfig, c.PublicHost)
+	}
 	if c.OTLPEndpoint != "" {
 		if _, err := tracing.TracesURL(c.OTLPEndpoint); err != nil {
 			return fmt.Errorf("%w: %v", ErrConfig, err)
@@ -229,4 +238,28 @@ func (c *Config) validatePeers() error {
 		seen[PeerID(p.ID)] = p.ID
 	}
 	return nil
+}
+
+// validPublicHost tells whether h is an IP address or a DNS host name
+// (letters, digits and hyphens in labels of 1 to 63, at most 253 in all;
+// a trailing dot allowed): what a DNS answer can name.
+func validPublicHost(h string) bool {
+	if net.ParseIP(h) != nil {
+		return true
+	}
+	h = strings.TrimSuffix(h, ".")
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }

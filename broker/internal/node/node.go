@@ -158,7 +158,7 @@ func (n *Node) Start(ctx context.Context) error {
 	if adminAddr == "" {
 		adminAddr = n.adminLn.Addr().String()
 	}
-	n.reg, err = registry.Register(ctx, pool, registry.Node{ID: n.cfg.ID, MQTTAddr: mqttAddr, AdminAddr: adminAddr, Capacity: n.cfg.Capacity}, n.cfg.HeartbeatInterval, n.log)
+	n.reg, err = registry.Register(ctx, pool, registry.Node{ID: n.cfg.ID, MQTTAddr: mqttAddr, AdminAddr: adminAddr, Capacity: n.cfg.Capacity, PublicHost: n.cfg.PublicHost}, n.cfg.HeartbeatInterval, n.log)
 	if err != nil {
 		n.abort()
 		return err

@@ -20,6 +20,10 @@ type Node struct {
 	MQTTAddr  string // internal listener, PROXY v2 only
 	AdminAddr string
 	Capacity  int // tenants the node is sized for
+	// PublicHost is the host name or IP at which devices reach this node's
+	// host (its co-located gateway); empty when not set. Gateways' DNS
+	// answers a tenant endpoint with its leader's (docs/deploy.md).
+	PublicHost string
 }
 
 // Registration is a node's live row.
@@ -37,11 +41,12 @@ type Registration struct {
 // Register upserts the node's row (a restarted node takes its row over) and
 // returns a Registration whose Start heartbeats every interval.
 func Register(ctx context.Context, pool *pgxpool.Pool, n Node, interval time.Duration, log *slog.Logger) (*Registration, error) {
-	_, err := pool.Exec(ctx, `INSERT INTO nodes (id, mqtt_addr, admin_addr, capacity, started_at, heartbeat_at, draining)
-		VALUES ($1, $2, $3, $4, now(), now(), false)
+	_, err := pool.Exec(ctx, `INSERT INTO nodes (id, mqtt_addr, admin_addr, capacity, public_host, started_at, heartbeat_at, draining)
+		VALUES ($1, $2, $3, $4, $5, now(), now(), false)
 		ON CONFLICT (id) DO UPDATE SET mqtt_addr = EXCLUDED.mqtt_addr, admin_addr = EXCLUDED.admin_addr,
-			capacity = EXCLUDED.capacity, started_at = now(), heartbeat_at = now(), draining = false`,
-		n.ID, n.MQTTAddr, n.AdminAddr, n.Capacity)
+			capacity = EXCLUDED.capacity, public_host = EXCLUDED.public_host,
+			started_at = now(), heartbeat_at = now(), draining = false`,
+		n.ID, n.MQTTAddr, n.AdminAddr, n.Capacity, n.PublicHost)
 	if err != nil {
 		return nil, fmt.Errorf("registry: register %s: %w", n.ID, err)
 	}

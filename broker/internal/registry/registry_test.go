@@ -66,3 +66,29 @@ func TestRegisterHeartbeatAndDeregister(t *testing.T) {
 		t.Fatalf("re-registered node: addr %q live %v err %v", addr, live(), err)
 	}
 }
+
+// TestPublicHost: the node's public host is stored with its row and
+// replaced when the node registers again (restarted with another value).
+func TestPublicHost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testenv.Postgres(t)
+	log := slog.New(slog.DiscardHandler)
+	n := Node{ID: "node-1", MQTTAddr: "127.0.0.1:7883", AdminAddr: "127.0.0.1:7880", Capacity: 100, PublicHost: "node-1.example.com"}
+	stored := func() string {
+		var h string
+		if err := pool.QueryRow(ctx, `SELECT public_host FROM nodes WHERE id = 'node-1'`).Scan(&h); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	for _, host := range []string{"node-1.example.com", "203.0.113.7", ""} {
+		n.PublicHost = host
+		if _, err := Register(ctx, pool, n, time.Second, log); err != nil {
+			t.Fatal(err)
+		}
+		if got := stored(); got != host {
+			t.Fatalf("public_host %q, want %q", got, host)
+		}
+	}
+}

@@ -19,7 +19,9 @@
 // berth.dev/gateway/internal/redisconn. A share of
 // connects (-trace-sample, default 0.01) is traced: spans are kept per
 // tenant in Postgres, and exported over OTLP/HTTP when -otlp-endpoint
-// (OTEL_EXPORTER_OTLP_ENDPOINT) is set.
+// (OTEL_EXPORTER_OTLP_ENDPOINT) is set. With -dns-listen it also answers
+// DNS for the tenant endpoints <slug>.<zone> with each tenant's leader's
+// host (package berth.dev/gateway/internal/tenantdns).
 package main
 
 import (
@@ -43,6 +45,7 @@ import (
 	"berth.dev/gateway/internal/gateway"
 	"berth.dev/gateway/internal/revocation"
 	"berth.dev/gateway/internal/route"
+	"berth.dev/gateway/internal/tenantdns"
 )
 
 // version and revision are linked in by the image build (infra/images):
@@ -60,6 +63,8 @@ func run(args []string) error {
 	cfg := gateway.DefaultConfig()
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	cfg.RegisterFlags(fs)
+	dnsCfg := tenantdns.DefaultConfig()
+	dnsCfg.RegisterFlags(fs)
 	showVersion := fs.Bool("version", false, "print the version and revision, and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -72,7 +77,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(cfg.Validate(), dnsCfg.Validate(cfg.TenantDomain)); err != nil {
 		return err
 	}
 	var h slog.Handler = slog.NewJSONHandler(os.Stderr, nil)
@@ -138,10 +143,29 @@ func run(args []string) error {
 	if err := gw.Start(ctx); err != nil {
 		return err
 	}
+	var dns *tenantdns.Server // the tenant endpoints' DNS (-dns-listen), off by default
+	if dnsCfg.Listen != "" {
+		resp, err := tenantdns.NewResponder(dnsCfg, routes, log)
+		if err == nil {
+			dns, err = tenantdns.Listen(dnsCfg.Listen, resp, log)
+		}
+		if err != nil {
+			gw.Shutdown(context.Background())
+			return err
+		}
+		dns.Start()
+	}
 	log.Info("gateway started")
 	<-ctx.Done()
 	stop()
 	log.Info("shutting down", "grace", cfg.DrainGrace)
+	if dns != nil { // first: resolvers turn to the other gateways' responders
+		dctx, dcancel := context.WithTimeout(context.Background(), 3*time.Second)
+		if err := dns.Shutdown(dctx); err != nil {
+			log.Error("dns shutdown", "err", err)
+		}
+		dcancel()
+	}
 
 	// Order: stop accepting and drain connections (releasing their leases),
 	// then the background parts; spans are flushed (OTLP and Postgres)

@@ -24,6 +24,10 @@
 // tenant's leader); other tenants' queries in flight are left alone, so a
 // reconnect storm during an election costs a query per tenant refreshed,
 // not per lookup.
+//
+// LookupSlug (slug.go) answers the same by tenant slug, for the tenant
+// endpoints' DNS (package tenantdns); Route.PublicHost is the chosen
+// node's nodes.public_host.
 package route
 
 import (
@@ -67,6 +71,10 @@ type Route struct {
 	// MaxConnections is quotas.max_connections, or -1 when the tenant has
 	// no quotas row (the gateway then applies its default).
 	MaxConnections int
+	// PublicHost is nodes.public_host of NodeID: the name or IP at which
+	// devices reach that node's host (its -public-host; empty when unset).
+	// The tenant endpoint's DNS answer (package tenantdns) names it.
+	PublicHost string
 }
 
 // query picks the node: candidates ranked leader (1), tenants.node_id (2),
@@ -74,12 +82,12 @@ type Route struct {
 // a nodes row (the choice before liveness counted). $2 is the live window
 // in seconds.
 const query = `SELECT t.slug, coalesce(c.id, ''), coalesce(c.mqtt_addr, ''), coalesce(q.max_connections, -1),
-	coalesce(p.epoch, 0)
+	coalesce(p.epoch, 0), coalesce(c.public_host, '')
 FROM tenants t
 LEFT JOIN tenant_placement p ON p.tenant_id = t.id
 LEFT JOIN quotas q ON q.tenant_id = t.id
 LEFT JOIN LATERAL (
-	SELECT n.id, n.mqtt_addr
+	SELECT n.id, n.mqtt_addr, n.public_host
 	FROM unnest(ARRAY[p.leader, t.node_id] || coalesce(p.replicas, '{}'::text[])) WITH ORDINALITY AS k(id, rank)
 	JOIN nodes n ON n.id = k.id
 	CROSS JOIN LATERAL (SELECT n.heartbeat_at > now() - make_interval(secs => $2)) AS l(live)
@@ -112,6 +120,7 @@ type Table struct {
 	cache    map[string]entry
 	gen      uint64              // bumped when every entry is dropped
 	inflight map[string]*pending // one query per tenant at a time
+	slugs    slugCache           // slug -> tenant id (slug.go)
 }
 
 // pending is a query other lookups of the same tenant wait for, so a
@@ -159,7 +168,7 @@ func New(pool *pgxpool.Pool, opt Options) *Table {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	t := &Table{pool: pool, opt: opt, cache: map[string]entry{}, inflight: map[string]*pending{}}
+	t := &Table{pool: pool, opt: opt, cache: map[string]entry{}, inflight: map[string]*pending{}, slugs: newSlugCache()}
 	t.listen = pglisten.New(pool, pglisten.Options{
 		Channels: []string{ChannelPlacement, ChannelQuotas},
 		Reset:    func(context.Context, *pgx.Conn) error { t.invalidateAll(); return nil },
@@ -192,6 +201,7 @@ func (t *Table) invalidateAll() {
 	defer t.mu.Unlock()
 	clear(t.cache)
 	t.gen++
+	t.slugs.clear()
 }
 
 // Lookup returns the route of tenantID: ErrNoTenant when it does not exist,
@@ -241,7 +251,7 @@ func (t *Table) Refresh(ctx context.Context, tenantID string) (Route, error) {
 func (t *Table) query(ctx context.Context, tenantID string, now time.Time, p *pending) (Route, error) {
 	r := Route{TenantID: tenantID}
 	var epoch int64
-	err := t.pool.QueryRow(ctx, query, tenantID, t.opt.LiveWindow.Seconds()).Scan(&r.Slug, &r.NodeID, &r.NodeAddr, &r.MaxConnections, &epoch)
+	err := t.pool.QueryRow(ctx, query, tenantID, t.opt.LiveWindow.Seconds()).Scan(&r.Slug, &r.NodeID, &r.NodeAddr, &r.MaxConnections, &epoch, &r.PublicHost)
 	r.Epoch = uint64(epoch)
 	ttl := t.opt.TTL
 	switch {

@@ -1,0 +1,131 @@
+package route
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"berth.dev/testenv"
+)
+
+// sqlCounter is a pgx tracer counting every statement a pool runs but
+// LISTEN's own.
+type sqlCounter struct{ n atomic.Int32 }
+
+func (c *sqlCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if !strings.HasPrefix(d.SQL, "LISTEN") {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (c *sqlCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// waitForSlug polls LookupSlug until check holds.
+func waitForSlug(t *testing.T, tb *Table, slug string, check func(Route, error) bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r, err := tb.LookupSlug(context.Background(), slug)
+		if check(r, err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("LookupSlug(%s) still %+v, %v after 5 s", slug, r, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling with a deadline
+	}
+}
+
+// TestLookupSlug: a tenant's route by slug carries its node's public host,
+// costs no query once cached, follows a rename and a deletion (through
+// berth_placement, as the API announces them), and an unknown slug is
+// cached for NegativeTTL.
+func TestLookupSlug(t *testing.T) {
+	cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sc sqlCounter
+	cfg.ConnConfig.Tracer = &sc
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	seed(t, pool)
+	exec(t, pool, `UPDATE nodes SET public_host = 'node-1.hosts.example.net' WHERE id = 'node_1'`)
+	now := time.Now()
+	var clock atomic.Int64 // seconds added to now
+	tb := start(t, pool, Options{TTL: time.Hour, NegativeTTL: 5 * time.Second,
+		Now: func() time.Time { return now.Add(time.Duration(clock.Load()) * time.Second) }})
+	ctx := context.Background()
+
+	r, err := tb.LookupSlug(ctx, "placed")
+	if err != nil || r.TenantID != "ten_placed" || r.NodeID != "node_1" || r.PublicHost != "node-1.hosts.example.net" {
+		t.Fatalf("LookupSlug(placed) = %+v, %v", r, err)
+	}
+	before := sc.n.Load()
+	for range 100 {
+		if r, err := tb.LookupSlug(ctx, "placed"); err != nil || r.PublicHost != "node-1.hosts.example.net" {
+			t.Fatalf("cached LookupSlug = %+v, %v", r, err)
+		}
+	}
+	if n := sc.n.Load() - before; n != 0 {
+		t.Fatalf("100 lookups of a cached slug ran %d statements, want 0", n)
+	}
+
+	if _, err := tb.LookupSlug(ctx, "unplaced"); !errors.Is(err, ErrNotPlaced) {
+		t.Fatalf("LookupSlug(unplaced) = %v, want ErrNotPlaced", err)
+	}
+
+	t.Run("an unknown slug is cached for NegativeTTL", func(t *testing.T) {
+		if _, err := tb.LookupSlug(ctx, "later"); !errors.Is(err, ErrNoTenant) {
+			t.Fatalf("LookupSlug(later) = %v, want ErrNoTenant", err)
+		}
+		exec(t, pool, `INSERT INTO tenants (id, account_id, slug, plan, node_id) VALUES ('ten_later', 'acc_1', 'later', 'free', 'node_2')`)
+		before := sc.n.Load()
+		if _, err := tb.LookupSlug(ctx, "later"); !errors.Is(err, ErrNoTenant) || sc.n.Load() != before {
+			t.Fatalf("within NegativeTTL: %v after %d statements, want the cached ErrNoTenant", err, sc.n.Load()-before)
+		}
+		clock.Add(6)
+		if r, err := tb.LookupSlug(ctx, "later"); err != nil || r.TenantID != "ten_later" {
+			t.Fatalf("after NegativeTTL: %+v, %v", r, err)
+		}
+	})
+	t.Run("a rename moves the name", func(t *testing.T) {
+		exec(t, pool, `UPDATE tenants SET slug = 'renamed' WHERE id = 'ten_placed'`)
+		exec(t, pool, `SELECT pg_notify('berth_placement', 'ten_placed')`)
+		waitForSlug(t, tb, "placed", func(_ Route, err error) bool { return errors.Is(err, ErrNoTenant) })
+		if r, err := tb.LookupSlug(ctx, "renamed"); err != nil || r.TenantID != "ten_placed" {
+			t.Fatalf("LookupSlug(renamed) = %+v, %v", r, err)
+		}
+	})
+	t.Run("a rename whose NOTIFY has not arrived is read again", func(t *testing.T) {
+		// ten_later takes the freed slug with no NOTIFY yet: its cached
+		// route still says "later", so slug and route are read afresh.
+		clock.Add(6)
+		exec(t, pool, `UPDATE tenants SET slug = 'placed' WHERE id = 'ten_later'`)
+		if r, err := tb.LookupSlug(ctx, "placed"); err != nil || r.TenantID != "ten_later" {
+			t.Fatalf("LookupSlug(placed) = %+v, %v", r, err)
+		}
+		exec(t, pool, `UPDATE tenants SET slug = 'later' WHERE id = 'ten_later'`)
+		exec(t, pool, `SELECT pg_notify('berth_placement', 'ten_later')`)
+		waitForSlug(t, tb, "placed", func(_ Route, err error) bool { return errors.Is(err, ErrNoTenant) })
+		exec(t, pool, `UPDATE tenants SET slug = 'placed' WHERE id = 'ten_placed'`)
+		exec(t, pool, `SELECT pg_notify('berth_placement', 'ten_placed')`)
+		clock.Add(6) // past the NXDOMAIN just cached
+		waitForSlug(t, tb, "placed", func(r Route, err error) bool { return err == nil && r.TenantID == "ten_placed" })
+	})
+	t.Run("a deleted tenant's slug is gone", func(t *testing.T) {
+		exec(t, pool, `DELETE FROM tenants WHERE id = 'ten_placed'`)
+		exec(t, pool, `SELECT pg_notify('berth_placement', 'ten_placed')`)
+		waitForSlug(t, tb, "placed", func(_ Route, err error) bool { return errors.Is(err, ErrNoTenant) })
+	})
+}
