@@ -20,6 +20,10 @@ const (
 	release        = "berth"
 	namespace      = "berth"
 	helmPinned     = "v3.22.0" // infra/dev/helm.sh
+
+	// Over the production-like file: a gateway in each node pod.
+	colocatedValues = "../berth/ci/colocated-values.yaml"
+
 	// kubeVersion is the cluster version rendered for: helm template
 	// otherwise assumes v1.20, below the chart's kubeVersion (>= 1.30, for
 	// the preStop sleep action).
@@ -32,13 +36,16 @@ type renderCase struct {
 	args []string
 	// bundled: the trial mode, with Postgres and Redis in the release.
 	bundled bool
+	// colocated: the gateways run in the node pods (gateway.colocated).
+	colocated bool
 }
 
 // renderCases: the default values (with the one required value), the
 // production-like file, that file where the Prometheus Operator's API
 // exists, that file with Redis Sentinel and with Redis Cluster, the trial
 // mode, one node (which does not replicate), the gateway with the kernel
-// SYN filter, and the production file behind an NLB sending PROXY headers.
+// SYN filter, the production file behind an NLB sending PROXY headers, and
+// that file with a gateway in each node pod.
 func renderCases() []renderCase {
 	return []renderCase{
 		{name: "default", args: []string{"--set", "image.tag=0.1.0"}},
@@ -52,6 +59,7 @@ func renderCases() []renderCase {
 		{name: "syn-filter", args: []string{"--set", "image.tag=0.1.0", "--set", "gateway.synFilter.enabled=true"}},
 		{name: "proxy-protocol", args: []string{"-f", prodValues, "--set", "gateway.proxyProtocolFrom=10.0.0.0/8",
 			"--set-string", `gateway.service.annotations.service\.beta\.kubernetes\.io/aws-load-balancer-proxy-protocol=*`}},
+		{name: "colocated", colocated: true, args: []string{"-f", prodValues, "-f", colocatedValues}},
 	}
 }
 

@@ -160,7 +160,11 @@ func TestPolicyDisruptionBudgets(t *testing.T) {
 			for _, w := range workloads(objs) {
 				pods[w.name] = w.pod
 			}
-			for _, name := range []string{"berth-node", "berth-gateway", "berth-api"} {
+			names := []string{"berth-node", "berth-gateway", "berth-api"}
+			if rc.colocated { // the gateways are in the node pods, under the nodes' PDB
+				names = slices.DeleteFunc(names, func(n string) bool { return n == "berth-gateway" })
+			}
+			for _, name := range names {
 				pdb := find[*policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget", name)
 				if pdb.Spec.MaxUnavailable == nil && pdb.Spec.MinAvailable == nil {
 					t.Errorf("PDB %s bounds nothing", name)
@@ -227,8 +231,12 @@ func TestPolicyNetwork(t *testing.T) {
 			for _, names := range reach {
 				slices.Sort(names)
 			}
-			if got := reach["mqtt-internal"]; !slices.Equal(got, []string{"berth-gateway"}) {
-				t.Errorf("nodes' MQTT port reachable from %v, want only the gateways", got)
+			gateways := "berth-gateway"
+			if rc.colocated {
+				gateways = "berth-node" // a gateway in each node pod
+			}
+			if got := reach["mqtt-internal"]; !slices.Equal(got, []string{gateways}) {
+				t.Errorf("nodes' MQTT port reachable from %v, want only the gateways (%s)", got, gateways)
 			}
 			if got := reach["admin"]; !slices.Equal(got, []string{"berth-api"}) {
 				t.Errorf("nodes' admin port reachable from %v, want only the API", got)
@@ -245,6 +253,9 @@ func TestPolicyNetwork(t *testing.T) {
 			}
 
 			gw := find[*networkingv1.NetworkPolicy](t, objs, "NetworkPolicy", "berth-gateway")
+			if !mustSelector(t, gw.Spec.PodSelector.MatchLabels).Matches(pods[gateways]) {
+				t.Errorf("the gateway policy does not select the gateways (%s)", gateways)
+			}
 			open := 0
 			for _, rule := range gw.Spec.Ingress {
 				if len(rule.From) > 0 {
@@ -252,7 +263,7 @@ func TestPolicyNetwork(t *testing.T) {
 				}
 				for _, p := range rule.Ports {
 					open++
-					if !slices.Contains([]string{"mqtt", "mqtts", "ws", "wss"}, p.Port.String()) {
+					if !slices.Contains([]string{"mqtt", "mqtts", "ws", "wss", "dns-udp", "dns-tcp"}, p.Port.String()) {
 						t.Errorf("gateway port %s open to everyone", p.Port.String())
 					}
 				}

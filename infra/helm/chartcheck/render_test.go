@@ -28,6 +28,11 @@ func TestRenderStrict(t *testing.T) {
 			if rc.bundled {
 				want["StatefulSet"], want["Deployment"], want["NetworkPolicy"], want["Service"] = 2, 4, 6, 6
 			}
+			if rc.colocated {
+				// No gateway Deployment, HPA or PDB; a Service per node pod
+				// (5) and the DNS Service.
+				want["Deployment"], want["HorizontalPodAutoscaler"], want["PodDisruptionBudget"], want["Service"] = 2, 0, 2, 10
+			}
 			for kind, w := range want {
 				if n[kind] != w {
 					t.Errorf("%d %s objects, want %d", n[kind], kind, w)
@@ -39,11 +44,11 @@ func TestRenderStrict(t *testing.T) {
 
 // TestLint runs helm lint --strict on the default values (with the one
 // required value), on the production-like file, and on that file with
-// Redis Sentinel and with Redis Cluster.
+// Redis Sentinel, with Redis Cluster and with co-located gateways.
 func TestLint(t *testing.T) {
 	h := newHelm(t)
 	for _, args := range [][]string{{"--set", "image.tag=0.1.0"}, {"-f", prodValues},
-		{"-f", prodValues, "-f", sentinelValues}, {"-f", prodValues, "-f", clusterValues}} {
+		{"-f", prodValues, "-f", sentinelValues}, {"-f", prodValues, "-f", clusterValues}, {"-f", prodValues, "-f", colocatedValues}} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		out, err := h.Run(ctx, append([]string{"lint", "--strict", chartDir}, args...)...)
 		cancel()
@@ -87,6 +92,13 @@ func TestRefusals(t *testing.T) {
 		{"Redis address without a port", append(tag, "--set", "redis.mode=cluster", "--set", "redis.addrs={r}"), "redis/addrs/0"},
 		{"addrs in url mode", append(tag, "--set", "redis.addrs={r:6379}"), "for redis.mode=sentinel or cluster"},
 		{"bundled Redis behind Sentinel", append(tag, "--set", "redis.bundled.enabled=true", "--set", "redis.mode=sentinel", "--set", "redis.masterName=m", "--set", "redis.addrs={s:26379}"), "redis.bundled.enabled needs redis.mode=url"},
+		{"co-located with the SYN filter", append(tag, "--set", "gateway.colocated.enabled=true", "--set", "gateway.colocated.publicDomain=n.example.com", "--set", "gateway.synFilter.enabled=true"), "gateway.synFilter.enabled and gateway.colocated.enabled exclude each other"},
+		{"per-pod Services without a domain", append(tag, "--set", "gateway.colocated.enabled=true"), "gateway.colocated.publicDomain is required"},
+		{"public domain not a DNS name", append(tag, "--set", "gateway.colocated.enabled=true", "--set", "gateway.colocated.publicDomain=Nodes_1.example.com"), "gateway/colocated/publicDomain"},
+		{"colocated as a boolean", append(tag, "--set", "gateway.colocated=true"), "gateway/colocated"},
+		{"unknown colocated value", append(tag, "--set", "gateway.colocated.perPodService.enabled=false"), "additional properties 'perPodService' not allowed"},
+		{"per-pod Service type", append(tag, "--set", "gateway.colocated.perPodServices.type=ExternalName"), "gateway/colocated/perPodServices/type"},
+		{"per-pod annotation not a string", append(tag, "--set", "gateway.colocated.perPodServices.annotations.x=1"), "gateway/colocated/perPodServices/annotations/x"},
 		{"bundled image latest", append(tag, "--set", "database.bundled.enabled=true", "--set", "database.bundled.image.tag=latest"), "database/bundled/image/tag"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
