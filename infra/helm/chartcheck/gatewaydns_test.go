@@ -92,6 +92,13 @@ func TestGatewayDNS(t *testing.T) {
 					t.Errorf("berth-dns selects %s %s: %v", w.kind, w.name, got)
 				}
 			}
+			// The API hands each tenant its own name, which the responder answers.
+			api := find[*appsv1.Deployment](t, objs, "Deployment", "berth-api").Spec.Template.Spec.Containers[0]
+			for flag, want := range map[string]string{"mqtt-addr": "{slug}." + tc.zone + ":1883", "mqtt-tls-addr": "{slug}." + tc.zone + ":8883"} {
+				if got, _ := flagValue(api.Args, flag); got != want {
+					t.Errorf("api -%s=%q, want %q", flag, got, want)
+				}
+			}
 			np := find[*networkingv1.NetworkPolicy](t, objs, "NetworkPolicy", "berth-gateway")
 			var open []string
 			for _, rule := range np.Spec.Ingress {
@@ -120,7 +127,7 @@ func TestGatewayDNS(t *testing.T) {
 		{"name server not a host name", append(slices.Clone(tag), "--set", "gateway.dns.nameServers={ns_1.example.com}"), "gateway/dns/nameServers/0"},
 		{"fallback inside the zone", append(slices.Clone(tag), "--set", "gateway.dns.enabled=true", "--set", "gateway.dns.nameServers={ns1.example.com}", "--set", "gateway.dns.fallback=lb.mqtt.localhost"), "gateway.dns.fallback (lb.mqtt.localhost) must lie outside the zone"},
 		{"public domain inside the zone", append(slices.Clone(tag), append(slices.Clone(dnsArgs), "--set", "gateway.colocated.enabled=true", "--set", "gateway.colocated.publicDomain=nodes.mqtt.localhost")...), "gateway.colocated.publicDomain (nodes.mqtt.localhost) must lie outside the zone"},
-		{"mqttHost at the apex", append(slices.Clone(tag), "--set", "gateway.dns.enabled=true", "--set", "gateway.dns.nameServers={ns1.example.com}", "--set", "gateway.dns.fallback=10.0.0.1"), "mqttHost (default: domain; the API's -mqtt-addr) (mqtt.localhost) must lie outside the zone"},
+		{"mqttHost at the apex", append(slices.Clone(tag), "--set", "gateway.dns.enabled=true", "--set", "gateway.dns.nameServers={ns1.example.com}", "--set", "gateway.dns.fallback=10.0.0.1"), "mqttHost (default: domain) (mqtt.localhost) must lie outside the zone"},
 		{"unknown DNS value", append(slices.Clone(tag), "--set", "gateway.dns.port=53"), "additional properties 'port' not allowed"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

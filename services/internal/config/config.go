@@ -97,8 +97,8 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", ":8080", "HTTP listen address")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL")
 	fs.StringVar(&c.Domain, "domain", "mqtt.localhost", "tenant endpoints are <slug>.<domain>")
-	fs.StringVar(&c.MQTTAddr, "mqtt-addr", "127.0.0.1:1883", "gateway host:port returned to users")
-	fs.StringVar(&c.MQTTTLSAddr, "mqtt-tls-addr", "", "gateway MQTT over TLS host:port returned to users (empty: none)")
+	fs.StringVar(&c.MQTTAddr, "mqtt-addr", "127.0.0.1:1883", "gateway host:port returned to users; {slug} in it stands for the tenant's slug")
+	fs.StringVar(&c.MQTTTLSAddr, "mqtt-tls-addr", "", "gateway MQTT over TLS host:port returned to users, {slug} as in -mqtt-addr (empty: none)")
 	fs.StringVar(&c.MQTTWSURL, "mqtt-ws-url", "", "gateway MQTT over WebSocket URL returned to users, e.g. ws://127.0.0.1:8083/mqtt (empty: none)")
 	fs.StringVar(&c.MQTTWSSURL, "mqtt-wss-url", "", "gateway MQTT over secure WebSocket URL returned to users, e.g. wss://mqtt.example.com:8084/mqtt (empty: none)")
 	fs.StringVar(&c.Issuer, "issuer", "berth", "iss claim of credential tokens")
@@ -164,11 +164,14 @@ func (c *Config) Validate() error {
 	if c.Domain == "" || strings.HasPrefix(c.Domain, ".") || strings.ContainsAny(c.Domain, "/: ") {
 		bad("-domain %q is not a domain name", c.Domain)
 	}
-	if _, _, err := net.SplitHostPort(c.MQTTAddr); err != nil {
+	// {slug} (httpapi.SlugPlaceholder) may stand for the tenant's slug in
+	// the host of any of the four addresses: checked as a slug would fill it.
+	filled := func(v string) string { return strings.ReplaceAll(v, "{slug}", "slug") }
+	if _, _, err := net.SplitHostPort(filled(c.MQTTAddr)); err != nil {
 		bad("-mqtt-addr %q: %v", c.MQTTAddr, err)
 	}
 	if c.MQTTTLSAddr != "" {
-		if _, _, err := net.SplitHostPort(c.MQTTTLSAddr); err != nil {
+		if _, _, err := net.SplitHostPort(filled(c.MQTTTLSAddr)); err != nil {
 			bad("-mqtt-tls-addr %q: %v", c.MQTTTLSAddr, err)
 		}
 	}
@@ -178,7 +181,7 @@ func (c *Config) Validate() error {
 		if u.value == "" {
 			continue
 		}
-		if p, err := url.Parse(u.value); err != nil || p.Scheme != u.scheme || p.Host == "" {
+		if p, err := url.Parse(filled(u.value)); err != nil || p.Scheme != u.scheme || p.Host == "" {
 			bad("%s %q must be a URL like %s://host:port/mqtt", u.flag, u.value, u.scheme)
 		}
 	}

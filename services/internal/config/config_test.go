@@ -179,3 +179,25 @@ func TestDatabasePasswordNeverShown(t *testing.T) {
 		}
 	}
 }
+
+// {slug} may stand for the tenant's slug in the host of every gateway
+// address (the gateways' tenant DNS); the address is checked as filled.
+func TestSlugPlaceholderInAddresses(t *testing.T) {
+	env := map[string]string{"DATABASE_URL": "postgres://x@h/db", "BERTH_DEV": "true"}
+	c, err := parse([]string{"-mqtt-addr", "{slug}.mqtt.example.com:1883", "-mqtt-tls-addr", "{slug}.mqtt.example.com:8883",
+		"-mqtt-ws-url", "ws://{slug}.mqtt.example.com:8083/mqtt", "-mqtt-wss-url", "wss://{slug}.mqtt.example.com:443/mqtt"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MQTTAddr != "{slug}.mqtt.example.com:1883" || c.MQTTWSSURL != "wss://{slug}.mqtt.example.com:443/mqtt" {
+		t.Fatalf("config %+v", c)
+	}
+	for _, bad := range [][]string{
+		{"-mqtt-addr", "{slug}.mqtt.example.com"},           // no port
+		{"-mqtt-wss-url", "ws://{slug}.mqtt.example.com/x"}, // wrong scheme
+	} {
+		if _, err := parse(bad, env); err == nil {
+			t.Fatalf("%v accepted", bad)
+		}
+	}
+}

@@ -113,7 +113,7 @@ func (a *api) createCredential(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Location", "/v1/tenants/"+t.ID+"/credentials/"+c.ID)
 	return writeJSON(w, http.StatusCreated, createdCredentialJSON{
 		credentialJSON: credentialOut(c),
-		Username:       c.ID, Password: token, Endpoint: a.endpoint(t.Slug), MQTTAddr: a.opts.MQTTAddr,
+		Username:       c.ID, Password: token, Endpoint: a.endpoint(t.Slug), MQTTAddr: forTenant(a.opts.MQTTAddr, t.Slug),
 	})
 }
 

@@ -75,7 +75,7 @@ func (a *api) inspectorToken(w http.ResponseWriter, r *http.Request) error {
 		}
 		return writeJSON(w, http.StatusCreated, inspectorTokenJSON{
 			Username: c.ID, Password: token, ClientIDPrefix: inspectorClientIDPrefix,
-			ExpiresAt: exp.UTC(), ACL: acl, WSURL: a.browserWSURL(),
+			ExpiresAt: exp.UTC(), ACL: acl, WSURL: a.browserWSURL(t.Slug),
 		})
 	}
 }
@@ -83,9 +83,10 @@ func (a *api) inspectorToken(w http.ResponseWriter, r *http.Request) error {
 // browserWSURL is the gateway's WebSocket URL for browsers: the secure one
 // when there is one (a page served over HTTPS may open no other), else the
 // plain one, else nil.
-func (a *api) browserWSURL() *string {
+func (a *api) browserWSURL(slug string) *string {
 	for _, u := range []string{a.opts.MQTTWSSURL, a.opts.MQTTWSURL} {
 		if u != "" {
+			u = forTenant(u, slug)
 			return &u
 		}
 	}

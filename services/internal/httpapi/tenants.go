@@ -47,12 +47,25 @@ type endpointsJSON struct {
 
 func (a *api) endpoint(slug string) string { return slug + "." + a.opts.Domain }
 
-func (a *api) endpoints() endpointsJSON {
-	return endpointsJSON{MQTT: a.opts.MQTTAddr, MQTTS: a.opts.MQTTTLSAddr, WS: a.opts.MQTTWSURL, WSS: a.opts.MQTTWSSURL}
+// SlugPlaceholder in the gateway addresses the API hands out (Options'
+// MQTTAddr, MQTTTLSAddr, MQTTWSURL, MQTTWSSURL) stands for the tenant's
+// slug: with the gateways' tenant DNS each tenant's devices dial
+// <slug>.<domain>, which resolves to the host of the node leading it
+// (docs/deploy.md, "Tenant endpoint DNS").
+const SlugPlaceholder = "{slug}"
+
+// forTenant is addr (one of the gateway addresses) for the tenant slug.
+func forTenant(addr, slug string) string {
+	return strings.ReplaceAll(addr, SlugPlaceholder, slug)
+}
+
+func (a *api) endpoints(slug string) endpointsJSON {
+	return endpointsJSON{MQTT: forTenant(a.opts.MQTTAddr, slug), MQTTS: forTenant(a.opts.MQTTTLSAddr, slug),
+		WS: forTenant(a.opts.MQTTWSURL, slug), WSS: forTenant(a.opts.MQTTWSSURL, slug)}
 }
 
 func (a *api) tenantOut(t store.Tenant) tenantJSON {
-	return tenantJSON{ID: t.ID, Slug: t.Slug, Plan: t.Plan, Endpoint: a.endpoint(t.Slug), Endpoints: a.endpoints(), NodeID: t.NodeID, CreatedAt: t.CreatedAt, TraceSampleRate: t.TraceSampleRate}
+	return tenantJSON{ID: t.ID, Slug: t.Slug, Plan: t.Plan, Endpoint: a.endpoint(t.Slug), Endpoints: a.endpoints(t.Slug), NodeID: t.NodeID, CreatedAt: t.CreatedAt, TraceSampleRate: t.TraceSampleRate}
 }
 
 func (a *api) listTenants(w http.ResponseWriter, r *http.Request) error {

@@ -31,7 +31,7 @@ per-source SYN filtering. */}}
 {{- /* The responder answers only <slug>.<zone> (the apex: SOA and NS):
        any other name in the zone would meet NXDOMAIN or NODATA. */}}
 {{- $zone := lower (trimSuffix "." (default .Values.domain $g.dns.zone)) }}
-{{- range $what, $name := dict "gateway.colocated.publicDomain" (and $g.colocated.enabled $g.colocated.publicDomain) "gateway.dns.fallback" $g.dns.fallback "mqttHost (default: domain; the API's -mqtt-addr)" (include "berth.mqttHost" $) }}
+{{- range $what, $name := dict "gateway.colocated.publicDomain" (and $g.colocated.enabled $g.colocated.publicDomain) "gateway.dns.fallback" $g.dns.fallback "mqttHost (default: domain)" (include "berth.mqttHost" $) }}
 {{- $n := lower (trimSuffix "." (toString $name)) }}
 {{- if and $name (or (eq $n $zone) (hasSuffix (printf ".%s" $zone) $n)) }}{{ fail (printf "%s (%s) must lie outside the zone gateway.dns serves (%s): the gateways answer only <slug>.%s there" $what $name $zone $zone) }}{{ end }}
 {{- end }}
