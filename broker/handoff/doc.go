@@ -34,11 +34,20 @@
 //	0x04  refused  node → gateway  handoff id 8, reason 1
 //	0x05  closed   node → gateway  handoff id 8
 //	0x06  close    gateway → node  handoff id 8
+//	0x07  credentials
+//	               node → gateway  entries to the end: handoff id 8,
+//	                               credential id length 1, credential id
 //
 // The node sends its hello first, before it reads anything: its id, and
 // the handed-off connections it still serves that no connected gateway
 // accounts for (a gateway that restarted counts them again), split over
 // as many hello frames as MaxFrame needs, the last with bit 0 clear.
+// When they list connections, credentials frames follow at once (as many
+// as MaxFrame needs) naming each one's credential, so that the gateway
+// that adopts them keeps watching for their revocation. The hello could
+// not carry it compatibly (an older gateway refuses unknown flag bits and
+// reads entries to the end of the body): an older gateway skips the frame
+// type, and an older node sends none.
 //
 // Every handoff is answered once, taken or refused; a taken one is
 // followed by closed when the connection ends, while this gateway

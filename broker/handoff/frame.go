@@ -14,6 +14,9 @@ const (
 	TypeRefused byte = 0x04
 	TypeClosed  byte = 0x05
 	TypeClose   byte = 0x06
+	// TypeCredentials follows the hello frames when they list devices: the
+	// credential id of each (doc.go).
+	TypeCredentials byte = 0x07
 )
 
 // MaxFrame bounds a frame's length field (type and body): a PROXY header
@@ -63,11 +66,17 @@ var (
 )
 
 // Live is a handed-off connection a node still serves, as its hello
-// lists it.
+// lists it (ID, Tenant) and the credentials frame after it (ID,
+// Credential).
 type Live struct {
-	ID     uint64
-	Tenant string
+	ID         uint64
+	Tenant     string
+	Credential string // the device's credential id; empty if unknown
 }
+
+// MaxCredential bounds a credential id in a credentials frame (its length
+// is one byte).
+const MaxCredential = 0xFF
 
 // appendPrefix starts a frame of type t; finish writes its length.
 func appendPrefix(b []byte, t byte) ([]byte, int) {
@@ -172,6 +181,9 @@ func AppendHellos(b []byte, nodeID string, live []Live) ([]byte, error) {
 				return b, fmt.Errorf("%w: tenant id of %d bytes", ErrMalformed, len(l.Tenant))
 			}
 			if len(f)-s-4+10+len(l.Tenant) > MaxFrame {
+				if len(f) == flags+2+len(nodeID) { // alone in a frame, it would not fit
+					return b, fmt.Errorf("%w: tenant id of %d bytes", ErrFrameSize, len(l.Tenant))
+				}
 				break
 			}
 			f = binary.BigEndian.AppendUint64(f, l.ID)
@@ -208,4 +220,48 @@ func ParseHello(body []byte, live []Live) (nodeID string, more bool, _ []Live, e
 		b = b[10+n:]
 	}
 	return nodeID, more, live, nil
+}
+
+// AppendCredentials appends the credentials frames that name the
+// credential of each of live (its ID and Credential; Tenant is not
+// sent): as many as MaxFrame needs, none for an empty live. A credential
+// id must be at most MaxCredential bytes.
+//
+// A node sends them right after its hello frames, for the connections
+// those list: a gateway that adopts them keeps watching their credentials
+// for revocation. An older gateway skips the type (unknown types are
+// skipped); from an older node none come, and the adopted devices have
+// no credential at the gateway.
+func AppendCredentials(b []byte, live []Live) ([]byte, error) {
+	for _, l := range live {
+		if len(l.Credential) > MaxCredential {
+			return b, fmt.Errorf("%w: credential id of %d bytes", ErrMalformed, len(l.Credential))
+		}
+	}
+	for len(live) > 0 {
+		f, s := appendPrefix(b, TypeCredentials)
+		for len(live) > 0 && len(f)-s-4+9+len(live[0].Credential) <= MaxFrame {
+			l := live[0]
+			f = binary.BigEndian.AppendUint64(f, l.ID)
+			f = append(f, byte(len(l.Credential)))
+			f = append(f, l.Credential...)
+			live = live[1:]
+		}
+		b = finish(f, s)
+	}
+	return b, nil
+}
+
+// ParseCredentials reads one credentials frame's body, appending its
+// entries (ID and Credential) to live.
+func ParseCredentials(body []byte, live []Live) ([]Live, error) {
+	for b := body; len(b) > 0; {
+		if len(b) < 9 || len(b) < 9+int(b[8]) {
+			return live, ErrMalformed
+		}
+		n := int(b[8])
+		live = append(live, Live{ID: binary.BigEndian.Uint64(b), Credential: string(b[9 : 9+n])})
+		b = b[9+n:]
+	}
+	return live, nil
 }

@@ -14,6 +14,9 @@ func FuzzSplit(f *testing.F) {
 	f.Add(ho)
 	f.Add(AppendRefused(AppendID(nil, TypeTaken, 1), 2, RefusedBadHeader))
 	f.Add(AppendID(nil, TypeClose, 5))
+	cr, _ := AppendCredentials(h, []Live{{ID: 7, Credential: "cr_a"}, {ID: 8}})
+	f.Add(cr)
+	f.Add([]byte{0, 0, 0, 11, 7, 0, 0, 0, 0, 0, 0, 0, 1, 9, 'x'})
 	f.Add([]byte{0, 0, 0, 2, 1, 1})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 1})
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -51,6 +54,14 @@ func FuzzSplit(f *testing.F) {
 			case TypeTaken, TypeClosed, TypeClose:
 				if id, err := ParseID(body); err == nil {
 					again = AppendID(nil, typ, id)
+				}
+			case TypeCredentials:
+				live, err := ParseCredentials(body, nil)
+				if err != nil || len(live) == 0 {
+					break
+				}
+				if again, err = AppendCredentials(nil, live); err != nil {
+					t.Fatalf("re-encoding parsed credentials: %v", err)
 				}
 			case TypeRefused:
 				if id, r, err := ParseRefused(body); err == nil {

@@ -74,6 +74,7 @@ type handed struct {
 	taken      bool
 	closeAsked bool // the gateway sent close before it was taken
 	tenant     string
+	credential string   // the device's credential id (the hello's credentials frame)
 	t          *tenant  // nil for a refusal by CONNACK alone
 	pc         net.Conn // what the shard serves
 }
@@ -130,12 +131,18 @@ func (h *handoffs) open(c *handoff.Conn) {
 	for _, e := range h.live {
 		if e.taken && e.owner.isStopped() {
 			e.owner = g
-			live = append(live, handoff.Live{ID: e.id, Tenant: e.tenant})
+			live = append(live, handoff.Live{ID: e.id, Tenant: e.tenant, Credential: e.credential})
 		}
 	}
 	hello, err := handoff.AppendHellos(nil, h.n.cfg.ID, live) // the id's length was checked at start
 	if err != nil {
 		h.n.log.Error("handoff: hello", "err", err)
+	}
+	// Then each listed device's credential, so that the gateway that
+	// adopts it keeps its revocation backstop; an older gateway skips
+	// the frames.
+	if hello, err = handoff.AppendCredentials(hello, credentialsKnown(live)); err != nil {
+		h.n.log.Error("handoff: credentials after the hello", "err", err)
 	}
 	h.gws[g] = struct{}{}
 	g.send(hello)
@@ -269,10 +276,10 @@ func (e *handed) refuse(r handoff.Reason) {
 }
 
 // take answers the handoff taken: the node serves pc from now on.
-func (e *handed) take(tenantID string, t *tenant, pc net.Conn) bool {
+func (e *handed) take(tenantID, credentialID string, t *tenant, pc net.Conn) bool {
 	h := e.h
 	h.mu.Lock()
-	e.taken, e.tenant, e.t, e.pc = true, tenantID, t, pc
+	e.taken, e.tenant, e.credential, e.t, e.pc = true, tenantID, credentialID, t, pc
 	g := e.decideLocked()
 	asked := e.closeAsked
 	h.mu.Unlock()
@@ -302,6 +309,19 @@ func (e *handed) done() {
 		g.send(handoff.AppendID(nil, handoff.TypeClosed, e.id))
 	}
 	h.n.conns.Done()
+}
+
+// credentialsKnown is the entries of live whose credential is known and
+// can be sent (at most handoff.MaxCredential bytes; the API's ids are far
+// shorter): the others are adopted without one.
+func credentialsKnown(live []handoff.Live) []handoff.Live {
+	out := make([]handoff.Live, 0, len(live))
+	for _, l := range live {
+		if l.Credential != "" && len(l.Credential) <= handoff.MaxCredential {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // stopTaking closes the listener (removing the socket file) and refuses

@@ -172,8 +172,9 @@ func TestHandoffNotLeader(t *testing.T) {
 }
 
 // When the gateway's connection ends the node serves on the devices it
-// took, and the hello of the next connection lists them; their closed
-// goes to it.
+// took, and the hello of the next connection lists them, followed by a
+// credentials frame naming each one's credential (so the adopting
+// gateway keeps its revocation backstop); their closed goes to it.
 func TestHandoffGatewayReconnect(t *testing.T) {
 	t.Parallel()
 	n, path := startHandoffNode(t, nil)
@@ -204,6 +205,11 @@ func TestHandoffGatewayReconnect(t *testing.T) {
 	}
 	if err := dev.Disconnect(&paho.Disconnect{}); err != nil {
 		t.Fatal(err)
+	}
+	f := readFrame(t, gw2)
+	creds, err := handoff.ParseCredentials(f.Body, nil)
+	if f.Type != handoff.TypeCredentials || err != nil || len(creds) != 1 || creds[0] != (handoff.Live{ID: 7, Credential: "crd_h4"}) {
+		t.Fatalf("after the hello: type %#x, %v (%v); want credentials [{7 crd_h4}]", f.Type, creds, err)
 	}
 	expectAnswer(t, gw2, handoff.TypeClosed, 7)
 }

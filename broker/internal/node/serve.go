@@ -57,7 +57,7 @@ func (n *Node) serve(c net.Conn, done func()) {
 // meanwhile.
 type admission interface {
 	refuse(r handoff.Reason)
-	take(tenantID string, t *tenant, pc net.Conn) bool
+	take(tenantID, credentialID string, t *tenant, pc net.Conn) bool
 }
 
 // serveHeader serves c, whose PROXY header raw has been read, as serve
@@ -121,7 +121,7 @@ func (n *Node) serveHeader(c net.Conn, raw []byte, adm admission, done func()) {
 		// A gateway that has not heard of the deletion yet: answer
 		// CONNACK 0x87 (3.1.1: 5) as it would.
 		n.log.Info("refused connection: tenant deleted", "tenant_id", info.TenantID)
-		if adm == nil || adm.take(info.TenantID, nil, c) {
+		if adm == nil || adm.take(info.TenantID, info.CredentialID, nil, c) {
 			n.refuseConnect(c, packet.ErrNotAuthorized)
 		}
 		return
@@ -142,7 +142,7 @@ func (n *Node) serveHeader(c net.Conn, raw []byte, adm admission, done func()) {
 		}
 	}()
 	pc := &proxiedConn{Conn: c, remote: net.TCPAddrFromAddrPort(h.Source)}
-	if adm != nil && !adm.take(info.TenantID, t, pc) {
+	if adm != nil && !adm.take(info.TenantID, info.CredentialID, t, pc) {
 		return // the gateway closed it before it was taken
 	}
 	if n.isRevoked(info.CredentialID) {

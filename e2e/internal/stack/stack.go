@@ -258,6 +258,19 @@ func (s *Stack) RestartNode(t testing.TB) {
 	WaitListening(t, s.Node, s.NodeAdmin, 30*time.Second)
 }
 
+// Restart starts the gateway again, as the same gateway (id, program,
+// flags, ports), once its process has ended (Kill for a crash, Stop for a
+// graceful stop), and returns when it listens. g.Proc is the new process;
+// the old one's log stays with it.
+func (g *Gateway) Restart(t testing.TB) {
+	t.Helper()
+	if !g.Exited() {
+		t.Fatalf("Restart: gateway %s is still running; Kill or Stop it first", g.ID)
+	}
+	g.Proc = Start(t, g.ID+" (restarted)", g.bin, g.args, g.env)
+	WaitListening(t, g.Proc, g.MQTT, 30*time.Second)
+}
+
 // onIP is addr's port on ip.
 func onIP(t testing.TB, addr, ip string) string {
 	t.Helper()

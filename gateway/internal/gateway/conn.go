@@ -202,7 +202,7 @@ func (g *Gateway) handle(s *session, client net.Conn, start time.Time, transport
 
 	// Watch before checking, so a revocation arriving from now on is seen.
 	watch := g.d.Revoked.Watch(claims.Subject)
-	handedOff := false // then the backstop owns watch and the node's closed ends lease
+	handedOff := false // then tryHandOff has stopped watch for the backstop's own, and the node's closed ends lease
 	defer func() {
 		if !handedOff {
 			watch.Stop()

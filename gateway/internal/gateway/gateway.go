@@ -168,6 +168,7 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 	}
 	if cfg.HandoffDir != "" {
 		g.ho = newHandoffs(cfg.HandoffDir, d.Logger, d.Limits)
+		g.ho.adopted = g.watchAdopted // handoffconn.go: the backstop of adopted devices
 	}
 	g.syn = loadSYNFilter(&cfg, d.Logger) // closed by Shutdown
 	reg.MustRegister(synDroppedMetric(g.syn))

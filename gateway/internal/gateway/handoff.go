@@ -23,7 +23,8 @@ import (
 // device's socket to its node when the route names one of them
 // (handoffconn.go; package berth.dev/broker/handoff; docs/contracts.md
 // "Socket handoff"). This file is the connections: dialing, the node's
-// hello, the answers and the leases of the devices handed off.
+// hello, the answers and the leases of the devices handed off (their end
+// and revocation backstop: handoffbackstop.go).
 
 const (
 	// handoffScan is how often the directory is read for sockets not yet
@@ -46,11 +47,15 @@ type handoffs struct {
 	dir    string
 	log    *slog.Logger
 	limits handoffLimits
-	nextID atomic.Uint64 // starts at a random value: ids stay unique across restarts
-	ctx    context.Context
-	cancel context.CancelFunc
-	kick   chan struct{} // a connection ended: scan now
-	wg     sync.WaitGroup
+	// adopted is told each adopted device whose credential the node's
+	// credentials frame names (the revocation backstop); set once before
+	// start, nil for none.
+	adopted func(n *handoffNode, id uint64, hc *handedConn, credential string)
+	nextID  atomic.Uint64 // starts at a random value: ids stay unique across restarts
+	ctx     context.Context
+	cancel  context.CancelFunc
+	kick    chan struct{} // a connection ended: scan now
+	wg      sync.WaitGroup
 
 	mu      sync.Mutex
 	closing bool
@@ -79,10 +84,14 @@ type handoffNode struct {
 }
 
 // handedConn is a device the node took: its lease is held until the
-// node's closed (or the connection's end). ended is closed then.
+// node's closed (or the connection's end). ended is closed then, under
+// handoffNode.mu, and unwatch (the revocation backstop's registration,
+// set under it too) is called.
 type handedConn struct {
-	lease *connlimit.Lease
-	ended chan struct{}
+	lease   *connlimit.Lease
+	ended   chan struct{}
+	unwatch func() bool
+	watched bool // a credential is watched (fresh, or from the credentials frame)
 }
 
 // sentHandoff is a handoff waiting for its answer. Its lease becomes the
@@ -237,6 +246,11 @@ func (n *handoffNode) read() {
 			if id, err = handoff.ParseID(f.Body); err == nil {
 				n.closed(id)
 			}
+		case handoff.TypeCredentials:
+			var creds []handoff.Live
+			if creds, err = handoff.ParseCredentials(f.Body, nil); err == nil {
+				n.credentials(creds)
+			}
 		default: // a newer node's: skipped
 		}
 		if err != nil {
@@ -282,41 +296,6 @@ func (n *handoffNode) answer(id uint64, taken bool, r handoff.Reason) {
 	hc := &handedConn{lease: s.lease, ended: make(chan struct{})}
 	n.taken[id] = hc
 	s.ch <- handoffAnswer{hc: hc}
-}
-
-// closed releases the lease of a device the node no longer serves.
-func (n *handoffNode) closed(id uint64) {
-	n.mu.Lock()
-	hc := n.taken[id]
-	delete(n.taken, id)
-	n.mu.Unlock()
-	if hc != nil {
-		close(hc.ended)
-		if hc.lease != nil {
-			hc.lease.Release()
-		}
-	}
-}
-
-// end fails the handoffs waiting and ends the devices taken: their
-// sockets died with the node's descriptors, so their leases are released,
-// unless the gateway itself is closing (release false: the process exits
-// and its counts go with it).
-func (n *handoffNode) end(release bool) {
-	n.mu.Lock()
-	n.dead = true
-	waiting, taken := n.waiting, n.taken
-	n.waiting, n.taken = map[uint64]*sentHandoff{}, map[uint64]*handedConn{}
-	n.mu.Unlock()
-	for _, s := range waiting {
-		s.ch <- handoffAnswer{err: errHandoffGone}
-	}
-	for _, hc := range taken {
-		close(hc.ended)
-		if release && hc.lease != nil {
-			hc.lease.Release()
-		}
-	}
 }
 
 // errHandoffGone: the node's connection ended, or a write to it failed,

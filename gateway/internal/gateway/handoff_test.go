@@ -15,7 +15,6 @@ import (
 
 	"berth.dev/broker/handoff"
 	"berth.dev/broker/packet"
-	"berth.dev/gateway/internal/connlimit"
 )
 
 // newHandoffEnv is newEnv with -handoff-dir set and a node (id node_1,
@@ -255,13 +254,7 @@ func TestHandoffRevocationBackstop(t *testing.T) {
 	e, ho := newHandoffEnv(t, envOptions{})
 	id, tok := e.credential(t, tenantAcme, nil)
 	c := rawHandedOff(t, e, ho, id, tok)
-	revoked := time.Now()
-	e.revoke(t, id)
-	c.SetDeadline(time.Now().Add(revokeGrace + 5*time.Second))
-	if _, err := io.ReadAll(c); err != nil {
-		t.Fatalf("the revoked device is still connected: %v", err)
-	}
-	t.Logf("the device was closed %v after its revocation (revokeGrace %v)", time.Since(revoked).Round(time.Millisecond), revokeGrace)
+	revokeUntilClosed(t, e, id, c, "device")
 	waitUntil(t, func() bool { return leaseCount(t, e) == 0 })
 	if m := scrape(t, e); !strings.Contains(m, "berth_gateway_revoked_disconnects_total 1") {
 		t.Fatalf("revocation not counted:\n%s", m)
@@ -282,36 +275,7 @@ func TestHandoffRestartAdopts(t *testing.T) {
 		t.Fatalf("not handed off: %+v", s)
 	}
 	waitUntil(t, func() bool { return e.gw.d.Limits.Held(tenantAcme) == 1 && handoffsTaken(t, e) == 1 })
-	// The gateway process ends: its handoff connections and its counts.
-	e.gw.ho.close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := e.gw.d.Limits.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, func() bool { return ho.gateways() == 0 })
-	if n := leaseCount(t, e); n != 0 {
-		t.Fatalf("Redis counts %d after the gateway's exit", n)
-	}
-
-	lim, err := connlimit.New(e.redis.Client, connlimit.Options{GatewayID: e.cfg.GatewayID, Prefix: e.redis.Prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim.Start(ctx)
-	defer lim.Shutdown(context.Background())
-	cfg := e.cfg
-	cfg.ListenTCP, cfg.ListenWS, cfg.ListenTLS, cfg.ListenWSS, cfg.MetricsListen = "127.0.0.1:0", "", "", "", ""
-	d := e.gw.d
-	d.Limits, d.Registry = lim, nil
-	gw2, err := New(cfg, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := gw2.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer gw2.Shutdown(context.Background())
+	_, lim := restartHandoffGateway(t, e, ho)
 	waitUntil(t, func() bool { return lim.Held(tenantAcme) == 1 && leaseCount(t, e) == 1 })
 
 	// Still served by the node, and its end frees the adopted slot.

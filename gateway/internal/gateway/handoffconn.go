@@ -158,7 +158,8 @@ func (g *Gateway) tryHandOff(ctx context.Context, log *slog.Logger, ct *connTrac
 		g.m.latency.WithLabelValues(ct.tenant).Observe(now.Sub(ct.start).Seconds())
 		g.traceConnect(ct, now, nil, nil)
 		log.Debug("handed off", "node", rt.NodeID, "handoff_id", id, "degraded_limit", lease.Degraded)
-		g.watchHandedOff(log, hn, id, hc, watch)
+		g.watchHandedOff(log, hn, id, hc, ct.credential)
+		watch.Stop()          // after the backstop's registration: no revocation unseen between them
 		return rt, true, true // handle closes the gateway's copy of the socket; the node has its own
 	case handoffFailed:
 		// The node may hold the socket (it was sent close): nothing more
@@ -241,28 +242,4 @@ func (g *Gateway) handOff(ctx context.Context, log *slog.Logger, sock *net.TCPCo
 			return handoffRefused, nil, 0, nil, rt, r, err
 		}
 	}
-}
-
-// watchHandedOff is the revocation backstop of a device handed off as id
-// to n: if the node has not ended it within revokeGrace of the
-// credential's revocation, the gateway asks it to (close). It owns watch.
-func (g *Gateway) watchHandedOff(log *slog.Logger, n *handoffNode, id uint64, hc *handedConn, watch *revocation.Watch) {
-	g.ho.wg.Go(func() {
-		defer watch.Stop()
-		select {
-		case <-watch.Done():
-		case <-hc.ended:
-			return
-		}
-		g.m.revoked.Inc()
-		grace := time.NewTimer(revokeGrace)
-		defer grace.Stop()
-		select {
-		case <-hc.ended:
-			log.Info("credential revoked; the node closed the connection")
-		case <-grace.C:
-			log.Info("credential revoked; asking the node to close the connection")
-			n.sendClose(id)
-		}
-	})
 }

@@ -21,7 +21,8 @@ import (
 // the refusal set for a tenant (setRefuse), else taken, serves the device
 // on the received socket as testNode's loopback broker (the node's
 // conns channel sees it), and reports closed when it ends. A close frame
-// closes the device's socket.
+// closes the device's socket. A hello that lists devices is followed by
+// their credentials frame, as the real node's.
 type hoNode struct {
 	id   string
 	path string
@@ -40,6 +41,7 @@ type handedDevice struct {
 	conn  net.Conn
 	owner *handoff.Conn // the gateway connection told of its end
 	tid   string
+	cred  string
 }
 
 // handoffSeen is one handoff received and what the node answered.
@@ -124,10 +126,11 @@ func (n *hoNode) accept() {
 		for id, d := range n.devices {
 			if _, ok := n.gws[d.owner]; !ok {
 				d.owner = c
-				live = append(live, handoff.Live{ID: id, Tenant: d.tid})
+				live = append(live, handoff.Live{ID: id, Tenant: d.tid, Credential: d.cred})
 			}
 		}
 		hello, _ := handoff.AppendHellos(nil, n.id, live)
+		hello, _ = handoff.AppendCredentials(hello, live)
 		n.mu.Unlock()
 		n.send(c, hello)
 		n.wg.Go(func() { n.read(c) })
@@ -199,7 +202,7 @@ func (n *hoNode) receive(c *handoff.Conn, id uint64, hdr []byte, fd int) {
 		s.reason = plan.reason
 	default:
 		s.taken = true
-		n.devices[id] = &handedDevice{conn: dev, owner: c, tid: nc.info.TenantID}
+		n.devices[id] = &handedDevice{conn: dev, owner: c, tid: nc.info.TenantID, cred: nc.info.CredentialID}
 	}
 	n.mu.Unlock()
 	n.seen <- s

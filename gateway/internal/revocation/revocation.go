@@ -51,9 +51,16 @@ type Set struct {
 }
 
 type watchEntry struct {
-	ch   chan struct{}
-	refs int
+	ch    chan struct{}
+	refs  int                        // Watches
+	after map[*afterRevoked]struct{} // AfterRevoked functions
 }
+
+// afterRevoked is one AfterRevoked registration.
+type afterRevoked struct{ f func() }
+
+// idleLocked reports whether nothing watches e any more.
+func (e *watchEntry) idleLocked() bool { return e.refs == 0 && len(e.after) == 0 }
 
 // New returns a Set reading from pool.
 func New(pool *pgxpool.Pool, opt Options) *Set {
@@ -102,12 +109,16 @@ func (s *Set) load(ctx context.Context, conn *pgx.Conn) error {
 	for _, id := range ids {
 		set[id] = struct{}{}
 	}
+	var after []func()
 	s.mu.Lock()
 	s.revoked = set
 	for _, id := range ids {
-		s.fireLocked(id)
+		after = s.fireLocked(id, after)
 	}
 	s.mu.Unlock()
+	for _, f := range after {
+		f()
+	}
 	s.log.Debug("revocation set loaded", "revoked", len(ids))
 	return nil
 }
@@ -118,17 +129,26 @@ func (s *Set) notify(n *pgconn.Notification) {
 	}
 	s.mu.Lock()
 	s.revoked[n.Payload] = struct{}{}
-	s.fireLocked(n.Payload)
+	after := s.fireLocked(n.Payload, nil)
 	s.mu.Unlock()
+	for _, f := range after {
+		f()
+	}
 	s.log.Info("credential revoked", "credential_id", n.Payload)
 }
 
-// fireLocked wakes the watchers of id. s.mu must be held.
-func (s *Set) fireLocked(id string) {
+// fireLocked wakes the watchers of id and appends its AfterRevoked
+// functions to after, for the caller to run once s.mu is released. s.mu
+// must be held.
+func (s *Set) fireLocked(id string, after []func()) []func() {
 	if w, ok := s.watchers[id]; ok {
 		close(w.ch)
+		for a := range w.after {
+			after = append(after, a.f)
+		}
 		delete(s.watchers, id)
 	}
+	return after
 }
 
 // Revoked reports whether id is revoked.
@@ -181,14 +201,56 @@ func (w *Watch) Stop() {
 		if !ok || e.ch != w.ch {
 			return // already fired
 		}
-		if e.refs--; e.refs == 0 {
+		if e.refs--; e.idleLocked() {
 			delete(w.s.watchers, w.id)
 		}
 	})
 }
 
-// watching returns the number of credentials being watched (tests).
-func (s *Set) watching() int {
+// AfterRevoked arranges for f to run once id is revoked (at once, before
+// AfterRevoked returns, if it already is), on the goroutine that learns
+// of the revocation: f must not block (start a timer, send on a buffered
+// channel). Unlike a Watch it holds no goroutine of the caller while it
+// waits: a connection the gateway no longer serves itself (a handed-off
+// device) costs a map entry, not a blocked goroutine. stop unregisters f;
+// it reports whether it did so before f was started, and is idempotent.
+func (s *Set) AfterRevoked(id string, f func()) (stop func() bool) {
+	s.mu.Lock()
+	if _, ok := s.revoked[id]; ok {
+		s.mu.Unlock()
+		f()
+		return func() bool { return false }
+	}
+	e, ok := s.watchers[id]
+	if !ok {
+		e = &watchEntry{ch: make(chan struct{})}
+		s.watchers[id] = e
+	}
+	if e.after == nil {
+		e.after = map[*afterRevoked]struct{}{}
+	}
+	a := &afterRevoked{f: f}
+	e.after[a] = struct{}{}
+	s.mu.Unlock()
+	return func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.watchers[id] != e {
+			return false // fired (and perhaps watched anew since)
+		}
+		if _, ok := e.after[a]; !ok {
+			return false
+		}
+		delete(e.after, a)
+		if e.idleLocked() {
+			delete(s.watchers, id)
+		}
+		return true
+	}
+}
+
+// Watching returns how many credentials are watched (by Watch or AfterRevoked).
+func (s *Set) Watching() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.watchers)

@@ -111,7 +111,7 @@ func TestNotifyRevokesAndWakesWatchers(t *testing.T) {
 	wa1.Stop()
 	wa2.Stop()
 	wa2.Stop() // idempotent
-	if n := s.watching(); n != 1 {
+	if n := s.Watching(); n != 1 {
 		t.Fatalf("watching %d credentials, want 1 (crd_b)", n)
 	}
 }
@@ -122,11 +122,11 @@ func TestStoppedWatchIsForgotten(t *testing.T) {
 	s := start(t, pool)
 	w1, w2 := s.Watch("crd_a"), s.Watch("crd_a")
 	w1.Stop()
-	if n := s.watching(); n != 1 {
+	if n := s.Watching(); n != 1 {
 		t.Fatalf("watching %d after one of two Stops, want 1", n)
 	}
 	w2.Stop()
-	if n := s.watching(); n != 0 {
+	if n := s.Watching(); n != 0 {
 		t.Fatalf("watching %d after both Stops, want 0", n)
 	}
 }
@@ -157,5 +157,64 @@ func TestReconnectReloads(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("Loads = %d, want >= 2 (a reload after reconnecting)", s.Loads())
 		}
+	}
+}
+
+// AfterRevoked runs its function once on the revocation (at once for a
+// credential already revoked), a stopped one never, and a stopped
+// registration is forgotten like a stopped Watch.
+func TestAfterRevoked(t *testing.T) {
+	pool := testenv.Postgres(t)
+	seed(t, pool, "crd_a", "crd_b", "crd_c")
+	revoke(t, pool, "crd_c", false)
+	s := start(t, pool)
+	fired := func() (func(), chan struct{}) {
+		ch := make(chan struct{}, 2)
+		return func() { ch <- struct{}{} }, ch
+	}
+	fa, cha := fired()
+	fb, chb := fired()
+	stopA := s.AfterRevoked("crd_a", fa)
+	stopB := s.AfterRevoked("crd_b", fb)
+	wa := s.Watch("crd_a") // a Watch beside it
+	defer wa.Stop()
+	if !stopB() || stopB() {
+		t.Fatal("stop of a pending registration: want true once, then false")
+	}
+	revoke(t, pool, "crd_a", true)
+	revoke(t, pool, "crd_b", true)
+	waitClosed(t, cha, "AfterRevoked of crd_a")
+	waitClosed(t, wa.Done(), "the Watch beside it")
+	if stopA() {
+		t.Fatal("stop after the function ran reported true")
+	}
+	// crd_b's NOTIFY came after crd_a's: had its stopped function run,
+	// it would be queued by now.
+	select {
+	case <-chb:
+		t.Fatal("a stopped registration ran")
+	default:
+	}
+	fc, chc := fired()
+	if s.AfterRevoked("crd_c", fc)() {
+		t.Fatal("stop of an already revoked credential's registration reported true")
+	}
+	select {
+	case <-chc:
+	default:
+		t.Fatal("AfterRevoked of an already revoked credential did not run at once")
+	}
+	if len(cha) != 0 {
+		t.Fatal("a function ran twice")
+	}
+	stop := s.AfterRevoked("crd_live", func() {})
+	w := s.Watch("crd_live")
+	stop()
+	if n := s.Watching(); n != 1 {
+		t.Fatalf("watching %d with a Watch left, want 1", n)
+	}
+	w.Stop()
+	if n := s.Watching(); n != 0 {
+		t.Fatalf("watching %d after the Watch and the registration stopped, want 0", n)
 	}
 }
