@@ -121,6 +121,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, ready f
 		ci.RemoteAddr = remote
 		sh.Serve(c, ci, done)
 	})
+	if sopts.Poller != nil {
+		// Serve returns at once for a TCP connection (its handshake runs on
+		// the shard's workers): accepted without a goroutine each.
+		srv.Inline()
+	}
 	var tcpAddr, wsAddr net.Addr
 	if cfg.Listen != "" {
 		ln, err := net.Listen("tcp", cfg.Listen)

@@ -44,6 +44,21 @@ type Server struct {
 	// done is conns.Done, bound once: a method value made per connection
 	// is 16 B that a parked connection keeps (docs/idle-connections.md).
 	done func()
+	// inline: ServeTCP's accept loop calls the handler itself (Inline).
+	inline bool
+}
+
+// Inline tells the Server that its handler returns at once for a TCP
+// connection, waiting on nothing the peer does (a shard's Serve with a
+// Poller: the handshake runs on the shard's workers), so that ServeTCP's
+// accept loop calls it itself instead of starting a goroutine per
+// connection: a connect storm then starts no goroutine per connection
+// (docs/idle-connections.md, "Handshakes bounded"). Call it before
+// ServeTCP. WebSocket connections are served as before.
+func (s *Server) Inline() {
+	s.mu.Lock()
+	s.inline = true
+	s.mu.Unlock()
 }
 
 // New returns a Server that hands connections to h.
@@ -77,11 +92,11 @@ func (s *Server) ServeTCP(ln net.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.accept.Add(1)
-	go s.acceptLoop(ln)
+	go s.acceptLoop(ln, s.inline)
 	return nil
 }
 
-func (s *Server) acceptLoop(ln net.Listener) {
+func (s *Server) acceptLoop(ln net.Listener, inline bool) {
 	defer s.accept.Done()
 	var backoff time.Duration
 	for {
@@ -104,7 +119,11 @@ func (s *Server) acceptLoop(ln net.Listener) {
 			_ = c.Close()
 			return
 		}
-		go s.handler(c, c.RemoteAddr().String(), s.done)
+		if inline {
+			s.handler(c, c.RemoteAddr().String(), s.done)
+		} else {
+			go s.handler(c, c.RemoteAddr().String(), s.done)
+		}
 	}
 }
 

@@ -102,8 +102,11 @@ func (s *Shard) ServeConn(nc net.Conn, info ConnInfo) {
 // as the connection parks (with Options.Poller, a plain socket with
 // nothing to read: park.go) or ends; done, if not nil, is called once the
 // connection has ended and nc is closed, on whichever goroutine ran it
-// last. Without a Poller, or for TLS and WebSocket connections, it is
-// ServeConn followed by done.
+// last. With a Poller, a plain socket's Serve returns at once, waiting
+// on nothing the peer does: its handshake runs on one of the shard's
+// handshake workers (handshakes.go), so a listener may call it on its
+// accepting goroutine. Without a Poller, or for TLS and WebSocket
+// connections, it is ServeConn followed by done.
 func (s *Shard) Serve(nc net.Conn, info ConnInfo, done func()) {
 	s.serve(nc, info, s.opts.Poller, done)
 }
@@ -132,19 +135,18 @@ func (s *Shard) serve(nc net.Conn, info ConnInfo, p Poller, done func()) {
 	s.conns[c] = false
 	s.mu.Unlock()
 	c.rd.Reset(c.w.raw.reader(nc)) // ready bytes read with RawSyscall (rawio_linux.go)
-	c.rd.Use(s.getReadBuf()[:])
-	present, ok := c.handshake(&info)
-	if !ok {
-		c.end() // nobody waits for a connection without a session
+	if p == nil || c.w.raw == nil {
+		// ServeConn, TLS, WebSocket: the caller's goroutine throughout.
+		// A listener that calls Serve on its accepting goroutine
+		// (listener.Server.Inline) hands it only TCP connections, whose
+		// raw socket is there.
+		s.handshakeNow(c, &info, p)
 		return
 	}
-	s.stats.connected.Add(1)
-	s.stats.connections.Add(1)
-	c.debug("client connected", "version", c.version, "session_present", present)
-	c.outbox().add(c) // a resumed session may have messages waiting
-	c.setDeadline(info.Deadline)
-	c.canPark(p)
-	c.loop()
+	// A connection that can park holds no goroutine before its CONNECT
+	// either, only a few handshakes run at once, and Serve returns at
+	// once: a worker takes it (handshakes.go).
+	s.hs.enqueue(s, &preConnect{c: c, info: info})
 }
 
 // readyLocked reports whether a share-group member can take a message

@@ -116,6 +116,10 @@ type Options struct {
 	// probe counts what woken connections hold at once (probe.go): a
 	// test hook.
 	probe *probe
+	// handshakes is how many handshakes of connections that can park run
+	// at once (handshakes.go); 0: defaultHandshakes per processor. A test
+	// hook.
+	handshakes int
 }
 
 // Defaults.

@@ -15,6 +15,8 @@ type probe struct {
 	readers, readersPeak   atomic.Int64
 	writers                atomic.Int64 // started, in all
 	waits                  atomic.Int64 // parkAfter waits on a reader's goroutine (idle), in all
+	// handshakes running on the workers (handshakes.go)
+	handshakes, handshakesPeak atomic.Int64
 }
 
 // wait counts a wait of d for input on a reader's goroutine before it
@@ -54,5 +56,12 @@ func raise(peak *atomic.Int64, v int64) {
 		if v <= old || peak.CompareAndSwap(old, v) {
 			return
 		}
+	}
+}
+
+// handshake counts a worker's handshake starting (+1) or ending (-1).
+func (p *probe) handshake(delta int64) {
+	if p != nil {
+		raise(&p.handshakesPeak, p.handshakes.Add(delta))
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"net"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // rawIO does the non-blocking socket work the net package has no call
@@ -285,4 +287,79 @@ func (s *sockReader) Read(p []byte) (int, error) {
 		s.raw.waits()
 	}
 	return s.nc.Read(p)
+}
+
+// What a new connection's socket holds before its handshake
+// (rawIO.connectInput, handshakes.go).
+const (
+	connectNone    uint8 = iota // nothing yet: wait for it in the poller
+	connectWhole                // a whole first packet, the end of the stream or an error: the handshake does not wait
+	connectPartial              // part of a packet: the handshake may wait for the rest
+)
+
+// connectInput says what a new connection's socket holds, without
+// waiting: it peeks at the first packet's fixed header and asks the
+// socket how many bytes it holds (SIOCINQ).
+func (r *rawIO) connectInput() uint8 {
+	kind := connectWhole // a closed socket: the handshake's read fails at once
+	if r.rc != nil {
+		_ = r.rc.Control(func(fd uintptr) { kind = peekConnect(fd) })
+	}
+	return kind
+}
+
+func peekConnect(fd uintptr) uint8 {
+	var b [5]byte // a fixed header: type, then a remaining length of 1 to 4 bytes
+	n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)),
+		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	switch {
+	case e == syscall.EAGAIN:
+		return connectNone
+	case e == syscall.EINTR:
+		return connectPartial // the read sorts it out
+	case e != 0, n == 0:
+		return connectWhole // a reset or the end of the stream: the read fails at once
+	}
+	size, ok := packetSize(b[:n])
+	if !ok {
+		return connectPartial
+	}
+	var avail int32
+	if _, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, fd, unix.SIOCINQ, uintptr(unsafe.Pointer(&avail))); e != 0 {
+		return connectPartial
+	}
+	if int(avail) < size {
+		return connectPartial
+	}
+	return connectWhole
+}
+
+// packetSize is the size of the packet whose fixed header starts b: ok
+// false when b holds too little of it to say. A malformed remaining
+// length says 0: the read fails at once.
+func packetSize(b []byte) (size int, ok bool) {
+	v := 0
+	for i := 1; i < len(b); i++ {
+		v |= int(b[i]&0x7f) << (7 * (i - 1))
+		if b[i]&0x80 == 0 {
+			return 1 + i + v, true
+		}
+	}
+	if len(b) == 5 {
+		return 0, true // four bytes of length all continued: malformed
+	}
+	return 0, false
+}
+
+// shutSocket ends a connection still in its handshake (Shutdown): a
+// plain socket is shut down, not closed, so that a connection parked in
+// the poller before its CONNECT is woken (its socket reads the end of the
+// stream) and ends on its own; any other is closed.
+func (c *conn) shutSocket() {
+	if r := c.w.raw; r != nil && r.rc != nil {
+		if r.rc.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_RDWR) }) == nil {
+			return
+		}
+	}
+	_ = c.nc.Close()
 }

@@ -32,3 +32,15 @@ func (*rawIO) reader(nc net.Conn) io.Reader { return nc }
 func (*rawIO) waitInto([]byte) error { return errors.ErrUnsupported }
 
 func (*rawIO) dropRead() {}
+
+// What a new connection's socket holds before its handshake: never asked
+// elsewhere, where no connection parks.
+const (
+	connectNone uint8 = iota
+	connectWhole
+	connectPartial
+)
+
+func (*rawIO) connectInput() uint8 { return connectWhole }
+
+func (c *conn) shutSocket() { _ = c.nc.Close() }

@@ -69,6 +69,8 @@ type Shard struct {
 	connects sync.Pool // *connectScratch, of connections in CONNECT
 	msgBufs  msgPool   // buffers of big messages, reference-counted (msgbuf.go)
 	dlq      deadLetters
+
+	hs handshakes // bounds the handshakes running at once (handshakes.go)
 }
 
 // New returns a shard with the given options. It loads retained messages
@@ -93,6 +95,7 @@ func New(opts Options) *Shard {
 	s.readBufs.New = func() any { return new([readBufSize]byte) }
 	s.batches.New = func() any { return new(batch) }
 	s.connects.New = func() any { return new(connectScratch) }
+	s.hs.init(opts.handshakes)
 	s.inbound.New = func() any {
 		in := new(inbound)
 		in.matches.Ready = s.readyLocked
@@ -216,7 +219,7 @@ func (s *Shard) ShutdownWith(ctx context.Context, reason packet.ReasonCode) erro
 		if attached {
 			conns = append(conns, c)
 		} else {
-			_ = c.nc.Close() // still in CONNECT: nothing to flush
+			c.shutSocket() // still in CONNECT: nothing to flush
 		}
 	}
 	for _, sess := range s.sessions {
