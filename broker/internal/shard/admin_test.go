@@ -101,9 +101,9 @@ func TestTopicRates(t *testing.T) {
 func TestRateWindow(t *testing.T) {
 	var w rateWindow
 	for range 3 {
-		w.add(100, 10)
+		w.add(100, 1, 10)
 	}
-	w.add(105, 20)
+	w.add(105, 1, 20)
 	for _, c := range []struct {
 		now      int64
 		mps, bps float64
@@ -120,11 +120,11 @@ func TestRateWindow(t *testing.T) {
 			t.Errorf("rates(%d) = %v, %v; want %v, %v", c.now, mps, bps, c.mps, c.bps)
 		}
 	}
-	w.add(110, 7) // reuses second 100's slot: its old count goes
+	w.add(110, 1, 7) // reuses second 100's slot: its old count goes
 	if mps, bps := w.rates(110); mps != 0.2 || bps != 2.7 {
 		t.Errorf("after reuse: %v, %v; want 0.2, 2.7", mps, bps)
 	}
-	if n := testing.AllocsPerRun(100, func() { w.add(111, 1) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { w.add(111, 1, 1) }); n != 0 {
 		t.Errorf("add allocates %v times", n)
 	}
 }

@@ -114,7 +114,7 @@ func TestBigPublishReadInPlace(t *testing.T) {
 				t.Fatal("the slab kept the body after building its message")
 			}
 			if string(m.topic) != string(tc.pub.Topic) || !bytes.Equal(m.payload, tc.pub.Payload) ||
-				string(m.props.CorrelationData) != string(tc.pub.Props.CorrelationData) || len(m.props.UserProperties) != len(tc.pub.Props.UserProperties) {
+				string(m.props.full().CorrelationData) != string(tc.pub.Props.CorrelationData) || len(m.props.full().UserProperties) != len(tc.pub.Props.UserProperties) {
 				t.Fatal("the message differs from the packet")
 			}
 			if !tc.inPlace {

@@ -124,7 +124,7 @@ func deadLetterMessage(dl *deadLetter) *message {
 	p := packet.Publish{QoS: m.qos, Topic: []byte(DeadLetterPrefix + reason), Payload: m.payload, Props: m.props.full()}
 	p.Props.Has &^= packet.Mask(packet.PropMessageExpiry) // an expired message must not expire again at once
 	p.Props.MessageExpiry = 0
-	p.Props.UserProperties = append(append([]packet.UserProperty(nil), m.props.UserProperties...),
+	p.Props.UserProperties = append(append([]packet.UserProperty(nil), p.Props.UserProperties...),
 		packet.UserProperty{Key: []byte("berth-dlq-topic"), Value: m.topic},
 		packet.UserProperty{Key: []byte("berth-dlq-client"), Value: []byte(dl.clientID)},
 		packet.UserProperty{Key: []byte("berth-dlq-reason"), Value: []byte(reason)})

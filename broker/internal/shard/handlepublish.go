@@ -66,14 +66,18 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 		tr.traceACL(allowed)
 	}
 	code, drop := packet.ErrNotAuthorized, DropNotAuthorized
-	// One clock read per PUBLISH: the topic's rate window, the message's
+	// One clock read per PUBLISH at most, shared by the packets of one
+	// read (conn.clock): the topic's rate window, the message's
 	// timestamps and its queueing all use it (a vDSO clock read is a
 	// measurable share of a small message's CPU).
-	now := time.Now()
+	now := c.clock()
 	if allowed {
 		var err error
 		checked := now // the quota span starts before a throttle's pause
 		code, drop, err = c.admitPublish(name, p, &now)
+		if !now.Equal(checked) {
+			c.in.clock = now // throttled: the packets after it were read after the pause
+		}
 		if tr != nil {
 			tr.traceQuota(checked, code)
 		}

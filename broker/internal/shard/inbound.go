@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"time"
+
 	"berth.dev/broker/internal/topic"
 	"berth.dev/broker/packet"
 )
@@ -42,6 +44,14 @@ type inbound struct {
 	// small is the read buffer of a reader woken for a few small
 	// packets (wakeinput.go), so that a PINGREQ takes no 4 KiB buffer.
 	small [smallReadBufSize]byte
+	// clock is the time conn.clock read for packet clockAt of the
+	// outbox's count (out.packets); clockAt 0: none.
+	clock   time.Time
+	clockAt int
+	// topic counts the burst's messages to one topic for topicStats
+	// (topictally.go); flushed with the last packet buffered, and before
+	// the scratch is pooled.
+	topic topicTally
 	// slab holds the messages of the PUBLISH packets read in this burst
 	// (slab.go): released before the scratch goes back to its pool.
 	slab slab
@@ -134,10 +144,32 @@ func (c *conn) noteWaiting() {
 // releaseScratch gives back the scratch.
 func (c *conn) releaseScratch() {
 	if c.in != nil {
+		c.in.clockAt = 0
+		c.in.topic.flush()
 		c.in.slab.release() // the next holder starts a chunk of its own
 		c.shard.inbound.Put(c.in)
 		c.in = nil
 	}
+}
+
+// clock returns the time of the PUBLISH being handled: the clock is read
+// once for the packets that were buffered together, not once per packet.
+// It is read again for a packet that is not the one handled right after
+// the last reading's (out.packets, which the read loop resets whenever
+// the next packet is not whole in the buffer, before it reads the socket
+// and maybe waits, and after outboxPackets packets): so a time is shared
+// by at most outboxPackets packets that were all in the reader's buffer
+// when the first of them was handled, and never across a read.
+func (c *conn) clock() time.Time {
+	in := c.in
+	if in == nil {
+		return time.Now()
+	}
+	if in.clockAt == 0 || in.out.packets != in.clockAt+1 {
+		in.clock = time.Now()
+	}
+	in.clockAt = in.out.packets
+	return in.clock
 }
 
 // scratch returns the reader's inbound scratch, taking one if it has none.

@@ -68,7 +68,13 @@ const maxThrottle = time.Second
 // throttled reads it again after its pause.
 func (c *conn) admitPublish(name []byte, p *packet.Publish, now *time.Time) (packet.ReasonCode, DropReason, error) {
 	s := c.shard
-	s.topics.add(name, len(p.Payload), now.Unix())
+	if in := c.in; in != nil {
+		// Counted once per burst (topictally.go): flushed after the last
+		// packet buffered, before this one's acknowledgement is queued.
+		s.topics.tally(&in.topic, name, len(p.Payload), now.Unix(), c.rd.Buffered() == 0)
+	} else {
+		s.topics.add(name, len(p.Payload), now.Unix())
+	}
 	var wait time.Duration
 	if r := s.ruleFor(name); r != nil {
 		code, d, err := c.admitRule(r, p)
@@ -142,8 +148,9 @@ type topicStats struct {
 const maxTrackedTopics = 10_000
 
 type topicStripe struct {
-	mu sync.Mutex
-	m  map[string]*topicStat
+	mu      sync.Mutex
+	m       map[string]*topicStat
+	lookups int // of m, under mu (tests: TestTopicCountedOncePerBurst)
 }
 
 type topicStat struct {
@@ -169,10 +176,11 @@ const (
 	rateCount   = 1<<(64-rateTagBits) - 1
 )
 
-// add counts one message of size bytes in second sec (Unix seconds).
-func (w *rateWindow) add(sec int64, size uint64) {
+// add counts msgs messages of size bytes in all in second sec (Unix
+// seconds).
+func (w *rateWindow) add(sec int64, msgs, size uint64) {
 	i := sec % rateSeconds
-	addSlot(&w.msgs[i], sec, 1)
+	addSlot(&w.msgs[i], sec, msgs)
 	addSlot(&w.bytes[i], sec, size)
 }
 
@@ -217,6 +225,16 @@ func (w *rateWindow) rates(now int64) (mps, bps float64) {
 // add counts one message of size bytes published to name in second sec
 // (Unix seconds): the caller's clock, read once per PUBLISH.
 func (t *topicStats) add(name []byte, size int, sec int64) {
+	st := t.stat(name)
+	st.msgs.Add(1)
+	st.bytes.Add(uint64(size))
+	st.window.add(sec, 1, uint64(size))
+}
+
+// stat returns name's counters: its own, or the shared ones of the
+// topics past maxTrackedTopics. A topicStat is never removed, so a
+// reader may keep the pointer (topicTally).
+func (t *topicStats) stat(name []byte) *topicStat {
 	st := &t.other
 	h := uint32(2166136261) // FNV-1a: picks a stripe, needs no seed
 	for _, b := range name {
@@ -224,6 +242,7 @@ func (t *topicStats) add(name []byte, size int, sec int64) {
 	}
 	stripe := &t.stripes[h%uint32(len(t.stripes))]
 	stripe.mu.Lock()
+	stripe.lookups++
 	if x, ok := stripe.m[string(name)]; ok {
 		st = x
 	} else if len(stripe.m) < maxTrackedTopics/len(t.stripes) {
@@ -234,9 +253,7 @@ func (t *topicStats) add(name []byte, size int, sec int64) {
 		stripe.m[string(name)] = st
 	}
 	stripe.mu.Unlock()
-	st.msgs.Add(1)
-	st.bytes.Add(uint64(size))
-	st.window.add(sec, uint64(size))
+	return st
 }
 
 // TopicInfo is one topic's traffic as the admin API shows it.

@@ -23,14 +23,18 @@ type message struct {
 	chunkMsgs uint8 // on a slab chunk's first message: the chunk's messages (see slab)
 	// The flags are together, and inID beside refs, so that they share
 	// words: every byte of a message is allocated and zeroed per message.
-	stored    bool     // read back from the log (see off)
-	lost      bool     // the log append failed: never acknowledge it as durable
-	full      bool     // lost because the disk is full (ENOSPC, EDQUOT): refused with 0x97
-	dead      bool     // a dead letter: never dead-lettered again
-	props     pubProps // owned copies; no Topic Alias or Subscription Identifiers
-	created   int64    // unix nanoseconds
-	readAt    int64    // monoOf the time its PUBLISH was read; 0 when not read from a client
-	expireAt  int64    // unix nanoseconds; 0 never [MQTT-3.3.2-5]
+	stored bool // read back from the log (see off)
+	lost   bool // the log append failed: never acknowledge it as durable
+	full   bool // lost because the disk is full (ENOSPC, EDQUOT): refused with 0x97
+	dead   bool // a dead letter: never dead-lettered again
+	// props are the forwarded properties (owned copies; no Topic Alias
+	// or Subscription Identifiers), out of line: nil for a message
+	// without any, which is nearly every small one (112 bytes less to
+	// allocate, zero and scan per message; see pubProps).
+	props     *pubProps
+	created   int64 // unix nanoseconds
+	readAt    int64 // monoOf the time its PUBLISH was read; 0 when not read from a client
+	expireAt  int64 // unix nanoseconds; 0 never [MQTT-3.3.2-5]
 	publisher topic.SubscriberID
 	size      int // bytes counted against queue limits
 	propBytes int // variable-length property bytes, to size headers
@@ -83,10 +87,12 @@ type hdrCache struct {
 	slot    [2][3]atomic.Uint64
 }
 
-// messageWithHeaders is a message and its header cache in one allocation.
+// messageWithHeaders is a message, its header cache and its properties
+// in one allocation.
 type messageWithHeaders struct {
 	m message
 	h hdrCache
+	p pubProps
 }
 
 // allocMessage returns a zero message; one that will cache headers
@@ -97,6 +103,7 @@ func allocMessage(withHeaders bool) *message {
 	}
 	x := new(messageWithHeaders)
 	x.m.hdr.Store(&x.h)
+	x.m.props = &x.p
 	return &x.m
 }
 
@@ -120,7 +127,9 @@ func (m *message) setHeaderRoom(room []byte) {
 // (forwardedProps), field for field as in packet.Properties. A message
 // keeps these rather than a whole packet.Properties, two thirds of which
 // serve other packets: 216 bytes less to allocate, zero and scan in every
-// message, which is most of the garbage of small-message ingest.
+// message, which is most of the garbage of small-message ingest. A
+// message keeps them out of line (message.props), nil when it has none;
+// the methods take a nil *pubProps as no properties.
 type pubProps struct {
 	Has             packet.PropMask
 	PayloadFormat   byte
@@ -133,6 +142,9 @@ type pubProps struct {
 
 // full returns the properties as a packet.Properties, to encode or store.
 func (pp *pubProps) full() packet.Properties {
+	if pp == nil {
+		return packet.Properties{}
+	}
 	return packet.Properties{
 		Has:             pp.Has,
 		PayloadFormat:   pp.PayloadFormat,
@@ -147,8 +159,16 @@ func (pp *pubProps) full() packet.Properties {
 // none reports whether there are no properties to send, by
 // packet.Properties' rule: a flag in Has, or a non-nil field.
 func (pp *pubProps) none() bool {
-	return pp.Has == 0 && pp.ContentType == nil && pp.ResponseTopic == nil && pp.CorrelationData == nil &&
+	return pp == nil || pp.Has == 0 && pp.ContentType == nil && pp.ResponseTopic == nil && pp.CorrelationData == nil &&
 		len(pp.UserProperties) == 0
+}
+
+// hasForwarded reports whether src holds anything a message forwards
+// (pubProps.none's rule, over forwardedProps): only then does the message
+// keep a pubProps.
+func hasForwarded(src *packet.Properties) bool {
+	return src.Has&forwardedProps != 0 || src.ContentType != nil || src.ResponseTopic != nil ||
+		src.CorrelationData != nil || len(src.UserProperties) > 0
 }
 
 // forwarded returns the forwarded properties of src, aliasing its bytes.
@@ -264,19 +284,26 @@ func (m *message) fill(take func([]byte) []byte, ups []packet.UserProperty, p *p
 		m.payload = []byte{}
 	}
 	src := &p.Props
-	m.props.Has = src.Has & forwardedProps
-	m.props.PayloadFormat = src.PayloadFormat // [MQTT-3.3.2-4] passed on unaltered
-	m.props.MessageExpiry = src.MessageExpiry
-	m.props.ContentType = take(src.ContentType)         // [MQTT-3.3.2-20]
-	m.props.ResponseTopic = take(src.ResponseTopic)     // [MQTT-3.3.2-15]
-	m.props.CorrelationData = take(src.CorrelationData) // [MQTT-3.3.2-16]
-	if len(src.UserProperties) > 0 {
-		// [MQTT-3.3.2-17] [MQTT-3.3.2-18] user properties forwarded
-		// unaltered and in order.
-		for _, up := range src.UserProperties {
-			ups = append(ups, packet.UserProperty{Key: take(up.Key), Value: take(up.Value)})
+	if hasForwarded(src) {
+		pp := m.props // the room its maker gave it (allocMessage, slab), if any
+		if pp == nil {
+			pp = new(pubProps)
+			m.props = pp
 		}
-		m.props.UserProperties = ups[:len(ups):len(ups)]
+		pp.Has = src.Has & forwardedProps
+		pp.PayloadFormat = src.PayloadFormat // [MQTT-3.3.2-4] passed on unaltered
+		pp.MessageExpiry = src.MessageExpiry
+		pp.ContentType = take(src.ContentType)         // [MQTT-3.3.2-20]
+		pp.ResponseTopic = take(src.ResponseTopic)     // [MQTT-3.3.2-15]
+		pp.CorrelationData = take(src.CorrelationData) // [MQTT-3.3.2-16]
+		if len(src.UserProperties) > 0 {
+			// [MQTT-3.3.2-17] [MQTT-3.3.2-18] user properties forwarded
+			// unaltered and in order.
+			for _, up := range src.UserProperties {
+				ups = append(ups, packet.UserProperty{Key: take(up.Key), Value: take(up.Value)})
+			}
+			pp.UserProperties = ups[:len(ups):len(ups)]
+		}
 	}
 	if src.Has.Has(packet.PropMessageExpiry) {
 		m.expireAt = m.created + int64(src.MessageExpiry)*int64(time.Second)
@@ -392,9 +419,12 @@ func messageFromStore(sm *store.Message) *message {
 		payload:   sm.Payload,
 		qos:       sm.QoS,
 		retain:    true,
-		props:     forwarded(&sm.Props),
 		created:   sm.Created.UnixNano(),
 		publisher: noPublisher,
+	}
+	if hasForwarded(&sm.Props) {
+		pp := forwarded(&sm.Props)
+		m.props = &pp
 	}
 	if !sm.ExpiresAt.IsZero() {
 		m.expireAt = sm.ExpiresAt.UnixNano()

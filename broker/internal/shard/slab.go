@@ -40,6 +40,7 @@ type slab struct {
 type slabExtra struct {
 	props []packet.UserProperty
 	hdrs  []hdrCache // header caches (message.hdr)
+	pps   []pubProps // forwarded properties (message.props)
 }
 
 const (
@@ -101,6 +102,11 @@ func (sl *slab) newMessage(p *packet.Publish, topicName []byte, now time.Time, p
 		}
 		m.hdr.Store(&ex.hdrs[0])
 		ex.hdrs = ex.hdrs[1:]
+		if len(ex.pps) == 0 {
+			ex.pps = make([]pubProps, min(ahead, slabMessages))
+		}
+		m.props = &ex.pps[0]
+		ex.pps = ex.pps[1:]
 	}
 	if cap(sl.bytes)-len(sl.bytes) < need {
 		sl.bytes = make([]byte, 0, min(ahead*need, slabBytes))

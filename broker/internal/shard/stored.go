@@ -184,19 +184,23 @@ func newStoredMessage(meta *store.Meta, off uint64, payLen int) *message {
 		publisher: noPublisher, off: off + 1, stored: true, payLen: payLen,
 	}
 	m.topic = take(meta.Topic)
-	m.props.Has = meta.Props.Has & forwardedProps
-	m.props.PayloadFormat = meta.Props.PayloadFormat
-	m.props.MessageExpiry = meta.Props.MessageExpiry
-	m.props.ContentType = take(meta.Props.ContentType)
-	m.props.ResponseTopic = take(meta.Props.ResponseTopic)
-	m.props.CorrelationData = take(meta.Props.CorrelationData)
-	if len(meta.Props.UserProperties) > 0 {
-		m.props.UserProperties = make([]packet.UserProperty, len(meta.Props.UserProperties))
-		for i, up := range meta.Props.UserProperties {
-			m.props.UserProperties[i] = packet.UserProperty{Key: take(up.Key), Value: take(up.Value)}
+	if hasForwarded(&meta.Props) {
+		pp := new(pubProps)
+		m.props = pp
+		pp.Has = meta.Props.Has & forwardedProps
+		pp.PayloadFormat = meta.Props.PayloadFormat
+		pp.MessageExpiry = meta.Props.MessageExpiry
+		pp.ContentType = take(meta.Props.ContentType)
+		pp.ResponseTopic = take(meta.Props.ResponseTopic)
+		pp.CorrelationData = take(meta.Props.CorrelationData)
+		if len(meta.Props.UserProperties) > 0 {
+			pp.UserProperties = make([]packet.UserProperty, len(meta.Props.UserProperties))
+			for i, up := range meta.Props.UserProperties {
+				pp.UserProperties[i] = packet.UserProperty{Key: take(up.Key), Value: take(up.Value)}
+			}
 		}
 	}
-	m.propBytes = n - len(m.topic) + 5*len(m.props.UserProperties)
+	m.propBytes = n - len(m.topic) + 5*len(meta.Props.UserProperties)
 	m.size = len(m.topic) + m.propBytes + 64
 	return m
 }
