@@ -134,15 +134,9 @@ func (h *handoffs) open(c *handoff.Conn) {
 			live = append(live, handoff.Live{ID: e.id, Tenant: e.tenant, Credential: e.credential})
 		}
 	}
-	hello, err := handoff.AppendHellos(nil, h.n.cfg.ID, live) // the id's length was checked at start
+	hello, err := greeting(h.n.cfg.ID, live) // the id's length was checked at start
 	if err != nil {
-		h.n.log.Error("handoff: hello", "err", err)
-	}
-	// Then each listed device's credential, so that the gateway that
-	// adopts it keeps its revocation backstop; an older gateway skips
-	// the frames.
-	if hello, err = handoff.AppendCredentials(hello, credentialsKnown(live)); err != nil {
-		h.n.log.Error("handoff: credentials after the hello", "err", err)
+		h.n.log.Error("handoff: greeting a gateway", "err", err, "taken_listed", len(live))
 	}
 	h.gws[g] = struct{}{}
 	g.send(hello)
@@ -309,6 +303,28 @@ func (e *handed) done() {
 		g.send(handoff.AppendID(nil, handoff.TypeClosed, e.id))
 	}
 	h.n.conns.Done()
+}
+
+// greeting is what a gateway's connection opens with: the hello frames
+// listing live, then each listed device's credential, so that the
+// gateway that adopts it keeps its revocation backstop (an older gateway
+// skips those frames). When live cannot be listed (a tenant id too long
+// for any frame: none the API makes) it is one hello listing no device
+// and nothing more, never part of a list: the gateway takes the first
+// frame for the hello and reads hellos until one says no more follow, so
+// a partial list, or a credentials frame first, would have it drop the
+// connection and dial again, forever.
+func greeting(nodeID string, live []handoff.Live) ([]byte, error) {
+	hello, err := handoff.AppendHellos(nil, nodeID, live)
+	if err != nil {
+		none, nerr := handoff.AppendHellos(nil, nodeID, nil)
+		return none, errors.Join(fmt.Errorf("hello: %w (sent listing no device)", err), nerr)
+	}
+	withCreds, err := handoff.AppendCredentials(hello, credentialsKnown(live))
+	if err != nil { // credentialsKnown left out the ones that cannot be sent: not expected
+		return hello, fmt.Errorf("credentials after the hello: %w (none sent)", err)
+	}
+	return withCreds, nil
 }
 
 // credentialsKnown is the entries of live whose credential is known and

@@ -194,6 +194,9 @@ func (t *Table) notify(n *pgconn.Notification) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.dropLocked(n.Payload)
+	if n.Channel == ChannelPlacement { // perhaps a tenant created under a name just found absent
+		t.slugs.dropAbsent()
+	}
 }
 
 func (t *Table) invalidateAll() {

@@ -17,11 +17,16 @@ const maxAbsent = 1 << 16
 // is kept until the route it leads to says otherwise (LookupSlug checks
 // every answer's Slug, so a rename or a deletion is noticed through the
 // route's own invalidation); a slug found not to exist is kept for
-// Options.NegativeTTL.
+// Options.NegativeTTL, or until the next berth_placement NOTIFY (the API
+// announces a tenant created with a node there), which drops every such
+// entry: a tenant created right after a probe of its name is found.
 type slugCache struct {
 	ids     map[string]string    // slug -> tenant id
 	absent  map[string]time.Time // slug -> when the answer expires
 	sweptAt time.Time
+	// absentGen is bumped when absent is emptied: a query that started
+	// before does not record its "no such slug".
+	absentGen uint64
 }
 
 func newSlugCache() slugCache {
@@ -30,7 +35,13 @@ func newSlugCache() slugCache {
 
 func (c *slugCache) clear() {
 	clear(c.ids)
+	c.dropAbsent()
+}
+
+// dropAbsent forgets every slug found not to exist.
+func (c *slugCache) dropAbsent() {
 	clear(c.absent)
+	c.absentGen++
 }
 
 // setAbsent records that slug does not exist until expires. When the cache
@@ -81,6 +92,31 @@ func (t *Table) LookupSlug(ctx context.Context, slug string) (Route, error) {
 	return Route{}, ErrNoTenant // renamed again between the two reads
 }
 
+// CachedSlug is LookupSlug's answer when it needs no query: ok is false
+// when the slug's tenant id or its route is not cached (or the route
+// names another slug), and LookupSlug would read Postgres. It never
+// blocks on a query in flight.
+func (t *Table) CachedSlug(slug string) (r Route, err error, ok bool) {
+	now := t.opt.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if exp, absent := t.slugs.absent[slug]; absent && now.Before(exp) {
+		return Route{}, ErrNoTenant, true
+	}
+	id, known := t.slugs.ids[slug]
+	if !known {
+		return Route{}, nil, false
+	}
+	e, cached := t.cache[id]
+	if !cached || !now.Before(e.expires) {
+		return Route{}, nil, false
+	}
+	if ok, err := slugAnswer(e.r, e.err, slug); ok {
+		return e.r, err, true
+	}
+	return Route{}, nil, false
+}
+
 // slugAnswer tells whether Lookup's answer (r, err) is slug's: ok when it
 // is (err then nil or ErrNotPlaced), a database error to return, or
 // neither when the tenant is gone or has another slug now.
@@ -105,7 +141,7 @@ func (t *Table) slugID(ctx context.Context, slug string) (string, error) {
 	t.mu.Lock()
 	id, known := t.slugs.ids[slug]
 	exp, absent := t.slugs.absent[slug]
-	gen := t.gen
+	gen, absentGen := t.gen, t.slugs.absentGen
 	t.mu.Unlock()
 	switch {
 	case known:
@@ -126,7 +162,9 @@ func (t *Table) slugID(ctx context.Context, slug string) (string, error) {
 		return id, nil
 	}
 	if err != nil {
-		t.slugs.setAbsent(slug, now, now.Add(t.opt.NegativeTTL))
+		if absentGen == t.slugs.absentGen { // no tenant created meanwhile
+			t.slugs.setAbsent(slug, now, now.Add(t.opt.NegativeTTL))
+		}
 		return "", ErrNoTenant
 	}
 	delete(t.slugs.absent, slug)

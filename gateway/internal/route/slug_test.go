@@ -99,6 +99,43 @@ func TestLookupSlug(t *testing.T) {
 			t.Fatalf("after NegativeTTL: %+v, %v", r, err)
 		}
 	})
+	t.Run("a tenant created after a probe of its name is found on its NOTIFY", func(t *testing.T) {
+		if _, err := tb.LookupSlug(ctx, "fresh"); !errors.Is(err, ErrNoTenant) {
+			t.Fatalf("LookupSlug(fresh) = %v, want ErrNoTenant", err)
+		}
+		if _, err, ok := tb.CachedSlug("fresh"); !ok || !errors.Is(err, ErrNoTenant) {
+			t.Fatalf("CachedSlug(fresh) = %v, %v: want the cached ErrNoTenant", err, ok)
+		}
+		// As the API creates a tenant with a node: the row, then the NOTIFY.
+		exec(t, pool, `INSERT INTO tenants (id, account_id, slug, plan, node_id) VALUES ('ten_fresh', 'acc_1', 'fresh', 'free', 'node_1')`)
+		exec(t, pool, `SELECT pg_notify('berth_placement', 'ten_fresh')`)
+		// The clock stands still: well within NegativeTTL.
+		waitForSlug(t, tb, "fresh", func(r Route, err error) bool { return err == nil && r.TenantID == "ten_fresh" })
+	})
+	t.Run("CachedSlug answers only from the cache", func(t *testing.T) {
+		if _, _, ok := tb.CachedSlug("never-asked"); ok {
+			t.Fatal("CachedSlug answered a slug never looked up")
+		}
+		tb.LookupSlug(ctx, "unplaced") // its ErrNotPlaced expired with the clock
+		before := sc.n.Load()
+		if r, err, ok := tb.CachedSlug("fresh"); !ok || err != nil || r.TenantID != "ten_fresh" {
+			t.Fatalf("CachedSlug(fresh) = %+v, %v, %v", r, err, ok)
+		}
+		if r, err, ok := tb.CachedSlug("unplaced"); !ok || !errors.Is(err, ErrNotPlaced) || r.TenantID != "ten_unplaced" {
+			t.Fatalf("CachedSlug(unplaced) = %+v, %v, %v", r, err, ok)
+		}
+		if n := sc.n.Load() - before; n != 0 {
+			t.Fatalf("CachedSlug ran %d statements", n)
+		}
+		exec(t, pool, `SELECT pg_notify('berth_placement', 'ten_fresh')`)
+		deadline := time.Now().Add(5 * time.Second)
+		for _, _, ok := tb.CachedSlug("fresh"); ok; _, _, ok = tb.CachedSlug("fresh") {
+			if time.Now().After(deadline) {
+				t.Fatal("CachedSlug still answers 5 s after the tenant's NOTIFY")
+			}
+			time.Sleep(5 * time.Millisecond) // polling with a deadline
+		}
+	})
 	t.Run("a rename moves the name", func(t *testing.T) {
 		exec(t, pool, `UPDATE tenants SET slug = 'renamed' WHERE id = 'ten_placed'`)
 		exec(t, pool, `SELECT pg_notify('berth_placement', 'ten_placed')`)

@@ -15,8 +15,11 @@ import (
 )
 
 // Routes is what the responder needs of the route table
-// (*route.Table): a tenant's route by its slug.
+// (*route.Table): a tenant's route by its slug, from the cache alone
+// (CachedSlug, ok false when it would need Postgres) or reading Postgres
+// when needed (LookupSlug).
 type Routes interface {
+	CachedSlug(slug string) (r route.Route, err error, ok bool)
 	LookupSlug(ctx context.Context, slug string) (route.Route, error)
 }
 
@@ -27,9 +30,18 @@ const (
 	tcpMax     = 65535
 )
 
-// lookupTimeout bounds a route lookup behind one query; a resolver retries
-// sooner than that anyway.
+// lookupTimeout bounds a route lookup behind one query, its wait for a
+// lookup slot included; a resolver retries sooner than that anyway.
 const lookupTimeout = 2 * time.Second
+
+// maxNegativeTTL caps the SOA MINIMUM, the time resolvers keep an
+// NXDOMAIN (RFC 2308): a tenant created under a name probed before is
+// reachable within it, whatever -dns-ttl.
+const maxNegativeTTL = 60
+
+// acmeLabel is the host label of the ACME DNS-01 challenge (RFC 8555
+// section 8.4) of the wildcard certificate *.<zone>.
+const acmeLabel = "_acme-challenge"
 
 // target is what a name answers: an address (A or AAAA) or a name (CNAME).
 type target struct {
@@ -53,7 +65,8 @@ type Responder struct {
 	ns       []dnsmessage.Name
 	soa      dnsmessage.SOAResource
 	fallback target
-	routes   Routes
+	acme     dnsmessage.Name // Config.ACMECNAME; Length 0 when unset
+	lookups  *lookups
 	log      *slog.Logger
 	loggedAt atomic.Int64 // unix nanoseconds of the last lookup failure logged
 }
@@ -63,7 +76,7 @@ func NewResponder(cfg Config, routes Routes, log *slog.Logger) (*Responder, erro
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Responder{zone: canonical(cfg.Zone), ttl: uint32(cfg.TTL / time.Second), routes: routes, log: log}
+	r := &Responder{zone: canonical(cfg.Zone), ttl: uint32(cfg.TTL / time.Second), lookups: newLookups(routes), log: log}
 	var err error
 	if r.zoneName, err = dnsmessage.NewName(r.zone); err != nil {
 		return nil, err
@@ -82,9 +95,14 @@ func NewResponder(cfg Config, routes Routes, log *slog.Logger) (*Responder, erro
 	if err != nil {
 		return nil, err
 	}
-	r.soa = dnsmessage.SOAResource{NS: r.ns[0], MBox: mbox, Serial: 1, Refresh: 3600, Retry: 600, Expire: 86400, MinTTL: r.ttl}
+	r.soa = dnsmessage.SOAResource{NS: r.ns[0], MBox: mbox, Serial: 1, Refresh: 3600, Retry: 600, Expire: 86400, MinTTL: min(r.ttl, maxNegativeTTL)}
 	if r.fallback, err = parseTarget(cfg.Fallback); err != nil {
 		return nil, err
+	}
+	if cfg.ACMECNAME != "" {
+		if r.acme, err = dnsmessage.NewName(canonical(cfg.ACMECNAME)); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
@@ -96,138 +114,59 @@ type query struct {
 	edns    bool
 	max     int // largest response
 	extCode dnsmessage.RCode
+	// cachedOnly: answer only if no Postgres lookup is needed; when one
+	// is, deferred is set and no response built.
+	cachedOnly, deferred bool
 }
 
 // Answer returns the response to the query msg received over TCP (tcp) or
 // UDP, built in buf (reused), or nil when msg gets no answer: its header
 // is unreadable or it is itself a response.
 func (r *Responder) Answer(ctx context.Context, msg []byte, tcp bool, buf []byte) []byte {
+	resp, _ := r.respond(ctx, msg, tcp, buf, false)
+	return resp
+}
+
+// AnswerCached is Answer when the response needs no Postgres lookup (the
+// tenant's route is cached, or the name is no tenant's): it never blocks.
+// ok is false, and nothing built, when it would need one: Answer it then.
+func (r *Responder) AnswerCached(msg []byte, tcp bool, buf []byte) (resp []byte, ok bool) {
+	return r.respond(context.Background(), msg, tcp, buf, true)
+}
+
+func (r *Responder) respond(ctx context.Context, msg []byte, tcp bool, buf []byte, cachedOnly bool) ([]byte, bool) {
 	var p dnsmessage.Parser
 	h, err := p.Start(msg)
 	if err != nil || h.Response {
-		return nil
+		return nil, true
 	}
-	qr := query{hdr: dnsmessage.Header{ID: h.ID, Response: true, OpCode: h.OpCode, RecursionDesired: h.RecursionDesired}, max: udpPlain}
+	qr := query{hdr: dnsmessage.Header{ID: h.ID, Response: true, OpCode: h.OpCode, RecursionDesired: h.RecursionDesired},
+		max: udpPlain, cachedOnly: cachedOnly}
 	if tcp {
 		qr.max = tcpMax
 	}
-	if h.OpCode != 0 { // only QUERY (RFC 1035 section 4.1.1)
-		qr.hdr.RCode = dnsmessage.RCodeNotImplemented
-		return r.build(ctx, buf, &qr, nil)
-	}
+	// The sections are read first, whatever the opcode or the number of
+	// questions: an OPT in the query is answered with one, an error too
+	// (RFC 6891 section 7).
 	qs, err := p.AllQuestions()
-	if err != nil || len(qs) != 1 {
-		qr.hdr.RCode = dnsmessage.RCodeFormatError
-		return r.build(ctx, buf, &qr, nil)
+	code := dnsmessage.RCodeFormatError
+	if err == nil {
+		code = readEDNS(&p, &qr, tcp)
 	}
-	qr.q = qs[0]
-	if code := readEDNS(&p, &qr, tcp); code != dnsmessage.RCodeSuccess {
-		qr.hdr.RCode = code
-		return r.build(ctx, buf, &qr, nil)
+	switch {
+	case h.OpCode != 0: // only QUERY (RFC 1035 section 4.1.1)
+		qr.hdr.RCode, qr.extCode = dnsmessage.RCodeNotImplemented, 0
+	case len(qs) != 1:
+		qr.hdr.RCode, qr.extCode = dnsmessage.RCodeFormatError, 0
+	case code != dnsmessage.RCodeSuccess:
+		qr.q, qr.hdr.RCode, qr.extCode = qs[0], code, 0
+	case qr.extCode != 0: // BADVERS: the question and OPT only
+		qr.q = qs[0]
+	default:
+		qr.q = qs[0]
+		return r.build(ctx, buf, &qr, r.answer)
 	}
-	if qr.extCode != 0 { // BADVERS: the question and OPT only
-		return r.build(ctx, buf, &qr, nil)
-	}
-	return r.build(ctx, buf, &qr, r.answer)
-}
-
-// readEDNS reads the sections after the question and records an OPT
-// record (RFC 6891): its UDP size raises qr.max, an unknown version is
-// BADVERS. It returns FORMERR for unreadable sections or a second OPT.
-func readEDNS(p *dnsmessage.Parser, qr *query, tcp bool) dnsmessage.RCode {
-	if p.SkipAllAnswers() != nil || p.SkipAllAuthorities() != nil {
-		return dnsmessage.RCodeFormatError
-	}
-	for {
-		rh, err := p.AdditionalHeader()
-		if errors.Is(err, dnsmessage.ErrSectionDone) {
-			return dnsmessage.RCodeSuccess
-		}
-		if err != nil {
-			return dnsmessage.RCodeFormatError
-		}
-		if rh.Type == dnsmessage.TypeOPT {
-			if qr.edns || rh.Name.Length != 1 { // one OPT, owned by the root
-				return dnsmessage.RCodeFormatError
-			}
-			qr.edns = true
-			if size := int(rh.Class); !tcp && size > qr.max {
-				qr.max = min(size, udpEDNSMax)
-			}
-			if rh.TTL>>16&0xff != 0 { // version (RFC 6891 section 6.1.3)
-				qr.extCode = 16 // BADVERS
-			}
-		}
-		if p.SkipAdditional() != nil {
-			return dnsmessage.RCodeFormatError
-		}
-	}
-}
-
-// sections is what a response carries after its question.
-type sections struct {
-	answers, authority []dnsmessage.Resource
-}
-
-// build writes the response: the question (when there is one), the
-// sections fill returns (nil: none) and an OPT when the query had one. A
-// response over qr.max is sent again as the header, question and OPT with
-// TC set (RFC 2181 section 9).
-func (r *Responder) build(ctx context.Context, buf []byte, qr *query, fill func(context.Context, *query) sections) []byte {
-	var s sections
-	if fill != nil {
-		s = fill(ctx, qr)
-	}
-	msg := r.pack(buf, qr, s)
-	if len(msg) > qr.max {
-		qr.hdr.Truncated = true
-		msg = r.pack(buf, qr, sections{})
-	}
-	return msg
-}
-
-func (r *Responder) pack(buf []byte, qr *query, s sections) []byte {
-	b := dnsmessage.NewBuilder(buf[:0], qr.hdr)
-	b.EnableCompression()
-	var err error
-	if qr.q.Name.Length > 0 {
-		err = errors.Join(b.StartQuestions(), b.Question(qr.q))
-	}
-	err = errors.Join(err, b.StartAnswers())
-	for _, rr := range s.answers {
-		err = errors.Join(err, add(&b, rr))
-	}
-	err = errors.Join(err, b.StartAuthorities())
-	for _, rr := range s.authority {
-		err = errors.Join(err, add(&b, rr))
-	}
-	if qr.edns {
-		var opt dnsmessage.ResourceHeader
-		err = errors.Join(err, b.StartAdditionals(), opt.SetEDNS0(udpEDNSMax, qr.extCode, false),
-			b.OPTResource(opt, dnsmessage.OPTResource{}))
-	}
-	msg, ferr := b.Finish()
-	if err = errors.Join(err, ferr); err != nil { // names are checked up front: not expected
-		r.log.Error("dns: building a response", "err", err)
-		return nil
-	}
-	return msg
-}
-
-func add(b *dnsmessage.Builder, rr dnsmessage.Resource) error {
-	switch body := rr.Body.(type) {
-	case *dnsmessage.AResource:
-		return b.AResource(rr.Header, *body)
-	case *dnsmessage.AAAAResource:
-		return b.AAAAResource(rr.Header, *body)
-	case *dnsmessage.CNAMEResource:
-		return b.CNAMEResource(rr.Header, *body)
-	case *dnsmessage.NSResource:
-		return b.NSResource(rr.Header, *body)
-	case *dnsmessage.SOAResource:
-		return b.SOAResource(rr.Header, *body)
-	}
-	return errors.New("tenantdns: unexpected record")
+	return r.build(ctx, buf, &qr, nil)
 }
 
 // answer decides the response to a well-formed query; it sets the RCODE
@@ -256,12 +195,22 @@ func (r *Responder) answer(ctx context.Context, qr *query) sections {
 	if label == "" {
 		return r.apex(qr)
 	}
+	if label == acmeLabel && r.acme.Length > 0 {
+		return r.point(qr, target{name: r.acme})
+	}
 	if !validSlug(label) { // deeper names and non-slugs exist nowhere
 		return r.nxdomain(qr)
 	}
-	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
-	defer cancel()
-	rt, err := r.routes.LookupSlug(ctx, label)
+	rt, err, ok := r.lookups.cached(label)
+	if !ok {
+		if qr.cachedOnly {
+			qr.deferred = true
+			return sections{}
+		}
+		ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		defer cancel()
+		rt, err = r.lookups.lookup(ctx, label)
+	}
 	switch {
 	case errors.Is(err, route.ErrNoTenant):
 		return r.nxdomain(qr)
@@ -283,7 +232,7 @@ func (r *Responder) answer(ctx context.Context, qr *query) sections {
 	return r.point(qr, t)
 }
 
-// point answers the tenant name qr.q.Name with t: a CNAME for any type, or
+// point answers the name qr.q.Name with t: a CNAME for any type, or
 // its address for A / AAAA / ANY, NODATA for other types.
 func (r *Responder) point(qr *query, t target) sections {
 	h := dnsmessage.ResourceHeader{Name: qr.q.Name, Class: dnsmessage.ClassINET, TTL: r.ttl}
@@ -299,14 +248,14 @@ func (r *Responder) point(qr *query, t target) sections {
 		h.Type = dnsmessage.TypeAAAA
 		return sections{answers: []dnsmessage.Resource{{Header: h, Body: &dnsmessage.AAAAResource{AAAA: t.addr.As16()}}}}
 	}
-	return sections{authority: []dnsmessage.Resource{r.soaRecord()}} // NODATA
+	return sections{authority: []dnsmessage.Resource{r.soaRecord(r.soa.MinTTL)}} // NODATA
 }
 
 // apex answers the zone's own name: SOA, NS (both for ANY), else NODATA.
 func (r *Responder) apex(qr *query) sections {
 	var s sections
 	if qr.q.Type == dnsmessage.TypeSOA || qr.q.Type == dnsmessage.TypeALL {
-		s.answers = append(s.answers, r.soaRecord())
+		s.answers = append(s.answers, r.soaRecord(r.ttl))
 	}
 	if qr.q.Type == dnsmessage.TypeNS || qr.q.Type == dnsmessage.TypeALL {
 		for _, ns := range r.ns {
@@ -315,7 +264,7 @@ func (r *Responder) apex(qr *query) sections {
 		}
 	}
 	if len(s.answers) == 0 {
-		s.authority = []dnsmessage.Resource{r.soaRecord()}
+		s.authority = []dnsmessage.Resource{r.soaRecord(r.soa.MinTTL)}
 	}
 	return s
 }
@@ -324,11 +273,14 @@ func (r *Responder) apex(qr *query) sections {
 // resolvers cache that (RFC 2308).
 func (r *Responder) nxdomain(qr *query) sections {
 	qr.hdr.RCode = dnsmessage.RCodeNameError
-	return sections{authority: []dnsmessage.Resource{r.soaRecord()}}
+	return sections{authority: []dnsmessage.Resource{r.soaRecord(r.soa.MinTTL)}}
 }
 
-func (r *Responder) soaRecord() dnsmessage.Resource {
-	h := dnsmessage.ResourceHeader{Name: r.zoneName, Type: dnsmessage.TypeSOA, Class: dnsmessage.ClassINET, TTL: r.ttl}
+// soaRecord is the zone's SOA with TTL ttl: -dns-ttl in an answer, the
+// negative TTL in the authority section of NXDOMAIN and NODATA (RFC 2308
+// section 3: the lesser of the SOA's TTL and its MINIMUM).
+func (r *Responder) soaRecord(ttl uint32) dnsmessage.Resource {
+	h := dnsmessage.ResourceHeader{Name: r.zoneName, Type: dnsmessage.TypeSOA, Class: dnsmessage.ClassINET, TTL: ttl}
 	soa := r.soa
 	return dnsmessage.Resource{Header: h, Body: &soa}
 }

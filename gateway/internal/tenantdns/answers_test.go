@@ -100,6 +100,22 @@ func TestAnswers(t *testing.T) {
 			t.Fatalf("rcode %d OPT %v answer %q", r.Rcode, r.IsEdns0(), answer(r))
 		}
 	})
+	t.Run("errors answer an OPT with one", func(t *testing.T) { // RFC 6891 section 7
+		notimp := question("fleet."+zone+".", dns.TypeA)
+		notimp.Opcode = dns.OpcodeNotify
+		twoQ := question("fleet."+zone+".", dns.TypeA)
+		twoQ.Question = append(twoQ.Question, twoQ.Question[0])
+		for _, c := range []struct {
+			m     *dns.Msg
+			rcode int
+		}{{notimp, dns.RcodeNotImplemented}, {twoQ, dns.RcodeFormatError}} {
+			c.m.SetEdns0(1232, false)
+			r := ask(t, "udp", addr, c.m)
+			if opt := r.IsEdns0(); r.Rcode != c.rcode || opt == nil || opt.Version() != 0 || opt.ExtendedRcode() != 0 {
+				t.Errorf("%s: rcode %s OPT %v, want %s with an OPT", dns.OpcodeToString[c.m.Opcode], dns.RcodeToString[r.Rcode], opt, dns.RcodeToString[c.rcode])
+			}
+		}
+	})
 	t.Run("two OPT records: FORMERR", func(t *testing.T) {
 		m := question("fleet."+zone+".", dns.TypeA)
 		m.SetEdns0(1232, false)

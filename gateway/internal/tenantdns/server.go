@@ -13,11 +13,15 @@
 // or a tenant without a node, gives Config.Fallback (the load balancer),
 // so a misconfigured node never makes a tenant unreachable.
 //
-// Answers, all with Config.TTL (RFC 1035, 2181, 2308, 6891):
+// Answers, all with Config.TTL (RFC 1035, 2181, 2308, 6891); the SOA in
+// the authority section of NXDOMAIN and NODATA, and its MINIMUM, say
+// min(TTL, 60 s), so a tenant created under a name probed before is
+// reachable within a minute:
 //
 //	<slug>.<zone>              A / AAAA / CNAME as above (AA); NODATA + SOA
 //	                           when the address is of the other family
 //	<zone>                     SOA, NS (-dns-ns); other types NODATA + SOA
+//	_acme-challenge.<zone>     CNAME -dns-acme-cname (any type), when set
 //	unknown slug, deeper name  NXDOMAIN + SOA in authority
 //	outside the zone, class
 //	not IN, AXFR / IXFR        REFUSED
@@ -25,15 +29,22 @@
 //	not one question, bad
 //	sections, two OPTs         FORMERR
 //	EDNS version not 0         BADVERS
-//	lookup failed (Postgres)   SERVFAIL
+//	lookup failed (Postgres),
+//	no lookup slot in 2 s      SERVFAIL
 //	unreadable header, a
 //	response                   no answer
 //
+// Postgres is asked only for a name whose answer is not cached, at most
+// maxLookups at once, one lookup per name (lookup.go); a cached answer
+// is sent from the UDP read loop without waiting behind them. The route
+// table drops its "no such slug" answers on every berth_placement NOTIFY,
+// which the API sends when it creates a tenant.
+//
 // An OPT record in a query is answered with one (UDP size 1232, no
-// options). Over UDP a response is at most 512 bytes, or the query's
-// EDNS size up to 1232; a longer one is sent as header, question and OPT
-// with TC set, and the resolver asks again over TCP (length-prefixed,
-// several queries per connection).
+// options), whatever the RCODE (RFC 6891 section 7). Over UDP a response
+// is at most 512 bytes, or the query's EDNS size up to 1232; a longer one
+// is sent as header, question and OPT with TC set, and the resolver asks
+// again over TCP (length-prefixed, several queries per connection).
 package tenantdns
 
 import (
@@ -50,7 +61,7 @@ import (
 
 // Limits of the listeners.
 const (
-	maxUDPInFlight = 256              // queries answered at once over UDP; more are dropped (the resolver retries)
+	maxUDPInFlight = 256              // UDP queries waiting for a lookup at once; more are dropped (the resolver retries)
 	maxTCPConns    = 256              // TCP connections at once; more are closed at accept
 	tcpIdle        = 10 * time.Second // a TCP connection waiting this long for its next query is closed
 	udpReadSize    = 4096
@@ -65,7 +76,8 @@ type Server struct {
 
 	udpSlots chan struct{}
 	tcpSlots chan struct{}
-	bufs     sync.Pool // *[]byte of tcpMax+2 bytes: a request and a response
+	udpBufs  sync.Pool // *[]byte of udpReadSize+udpEDNSMax bytes: a request and its response
+	tcpBufs  sync.Pool // *[]byte of 2*(tcpMax+2) bytes: a request and a response
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -102,7 +114,8 @@ func Listen(addr string, resp *Responder, log *slog.Logger) (*Server, error) {
 	s := &Server{resp: resp, log: log, udp: udp, tcp: tcp,
 		udpSlots: make(chan struct{}, maxUDPInFlight), tcpSlots: make(chan struct{}, maxTCPConns),
 		conns: map[net.Conn]struct{}{}}
-	s.bufs.New = func() any { b := make([]byte, 2*(tcpMax+2)); return &b }
+	s.udpBufs.New = func() any { b := make([]byte, udpReadSize+udpEDNSMax); return &b }
+	s.tcpBufs.New = func() any { b := make([]byte, 2*(tcpMax+2)); return &b }
 	return s, nil
 }
 
@@ -140,31 +153,43 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
+// serveUDP answers each query whose answer needs no Postgres lookup at
+// once, on this goroutine, so a flood of unknown names waiting for
+// lookups never delays a cached tenant; the others are answered on a
+// goroutine each, at most maxUDPInFlight at once.
 func (s *Server) serveUDP() {
 	defer s.wg.Done()
 	for {
-		bp := s.bufs.Get().(*[]byte)
-		n, from, err := s.udp.ReadFrom((*bp)[:udpReadSize])
+		bp := s.udpBufs.Get().(*[]byte)
+		b := *bp
+		req, out := b[:udpReadSize], b[udpReadSize:udpReadSize] // out: udpEDNSMax of capacity
+		n, from, err := s.udp.ReadFrom(req)
 		if err != nil {
-			s.bufs.Put(bp)
+			s.udpBufs.Put(bp)
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue // e.g. an ICMP error reported on the socket
 		}
+		if resp, ok := s.resp.AnswerCached(req[:n], false, out); ok {
+			if resp != nil {
+				s.udp.WriteTo(resp, from) // best effort, as UDP is
+			}
+			s.udpBufs.Put(bp)
+			continue
+		}
 		select {
 		case s.udpSlots <- struct{}{}:
 		default: // overloaded: drop, as a lost packet
-			s.bufs.Put(bp)
+			s.udpBufs.Put(bp)
 			continue
 		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			defer func() { <-s.udpSlots; s.bufs.Put(bp) }()
-			b := *bp
-			if resp := s.resp.Answer(context.Background(), b[:n], false, b[tcpMax+2:]); resp != nil {
-				s.udp.WriteTo(resp, from) // best effort, as UDP is
+			defer func() { <-s.udpSlots; s.udpBufs.Put(bp) }()
+			if resp := s.resp.Answer(context.Background(), req[:n], false, out); resp != nil {
+				s.udp.WriteTo(resp, from)
 			}
 		}()
 	}
@@ -215,8 +240,8 @@ func (s *Server) serveConn(c net.Conn) {
 		c.Close()
 		<-s.tcpSlots
 	}()
-	bp := s.bufs.Get().(*[]byte)
-	defer s.bufs.Put(bp)
+	bp := s.tcpBufs.Get().(*[]byte)
+	defer s.tcpBufs.Put(bp)
 	req, out := (*bp)[:tcpMax], (*bp)[tcpMax+2:]
 	for {
 		c.SetReadDeadline(time.Now().Add(tcpIdle))

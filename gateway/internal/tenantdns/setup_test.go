@@ -2,7 +2,9 @@ package tenantdns
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,17 +20,48 @@ import (
 const zone = "mqtt.example.com"
 
 // sqlCounter is a pgx tracer counting the statements a pool runs but
-// LISTEN's own.
-type sqlCounter struct{ n atomic.Int32 }
+// LISTEN's own: in all (n), under way now (inflight) and at most at once
+// (maxInflight); and the slug lookups by slug (bySlug).
+type sqlCounter struct {
+	n, inflight, maxInflight atomic.Int32
 
-func (c *sqlCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if !strings.HasPrefix(d.SQL, "LISTEN") {
-		c.n.Add(1)
-	}
-	return ctx
+	mu     sync.Mutex
+	bySlug map[string]int
 }
 
-func (c *sqlCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+type countedKey struct{}
+
+func (c *sqlCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.HasPrefix(d.SQL, "LISTEN") {
+		return ctx
+	}
+	c.n.Add(1)
+	if strings.HasPrefix(d.SQL, "SELECT id FROM tenants WHERE slug") && len(d.Args) == 1 {
+		c.mu.Lock()
+		if c.bySlug == nil {
+			c.bySlug = map[string]int{}
+		}
+		c.bySlug[fmt.Sprint(d.Args[0])]++
+		c.mu.Unlock()
+	}
+	n := c.inflight.Add(1)
+	for m := c.maxInflight.Load(); n > m && !c.maxInflight.CompareAndSwap(m, n); m = c.maxInflight.Load() {
+	}
+	return context.WithValue(ctx, countedKey{}, true)
+}
+
+func (c *sqlCounter) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	if ctx.Value(countedKey{}) != nil {
+		c.inflight.Add(-1)
+	}
+}
+
+// slugQueries is how many lookups of slug ran.
+func (c *sqlCounter) slugQueries(slug string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bySlug[slug]
+}
 
 type fixture struct {
 	pool   *pgxpool.Pool
@@ -43,15 +76,18 @@ func exec(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) {
 	}
 }
 
-// newFixture: a fresh database with four nodes (public hosts an IPv4
+// newFixture (configure, when given, adjusts the pool's config): a fresh database with four nodes (public hosts an IPv4
 // address, a name, an IPv6 address and none), tenant "fleet" replicated
 // over them and led by node_a, tenant "lonely" with no node; and the
 // gateway's route table on it.
-func newFixture(t testing.TB) *fixture {
+func newFixture(t testing.TB, configure ...func(*pgxpool.Config)) *fixture {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL(t))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, c := range configure {
+		c(cfg)
 	}
 	f := &fixture{sql: &sqlCounter{}}
 	cfg.ConnConfig.Tracer = f.sql

@@ -12,19 +12,21 @@ import (
 )
 
 // dnsArgs turns the gateways' DNS responder on with its two required
-// values, and moves mqttHost (default: domain, the zone's apex) out of the
-// zone.
+// values (name servers outside the zone), and moves mqttHost (default:
+// domain, the zone's apex) out of the zone.
 var dnsArgs = []string{"--set", "gateway.dns.enabled=true", "--set", "mqttHost=lb.example.net",
-	"--set", "gateway.dns.nameServers={ns1.mqtt.example.com,ns2.mqtt.example.com}", "--set", "gateway.dns.fallback=lb.example.net"}
+	"--set", "gateway.dns.nameServers={ns1.dns.example.net,ns2.dns.example.net}", "--set", "gateway.dns.fallback=lb.example.net"}
 
 // TestGatewayDNS: gateway.dns gives the gateway container -dns-listen on
-// 5353 (UDP and TCP ports) with the zone (default: domain), TTL, name
-// servers and fallback; Service <release>-dns maps UDP and TCP 53 to them
+// 5353 (UDP and TCP ports) with the zone (domain), TTL, name servers,
+// fallback and, when set, the ACME challenge's CNAME; Service <release>-dns maps UDP and TCP 53 to them
 // on the gateways' pods (the node pods when co-located), and the gateway
 // NetworkPolicy lets anyone reach them. Off by default: none of it.
 // Refused: no name servers or no fallback, a TTL that is no duration, a
-// name server that is no host name, and a fallback, public domain or
-// mqttHost inside the zone (the responder answers only <slug>.<zone>).
+// name server that is no host name, a zone other than domain (the API
+// hands out <slug>.<domain>), and a name server, fallback, ACME target,
+// public domain or mqttHost inside the zone (the responder answers only
+// <slug>.<zone>).
 func TestGatewayDNS(t *testing.T) {
 	h := newHelm(t)
 	objs := render(t, h, "-f", prodValues)
@@ -47,7 +49,8 @@ func TestGatewayDNS(t *testing.T) {
 		zone      string
 	}{
 		{"gateway pods", []string{"-f", prodValues}, false, "mqtt.example.com"},
-		{"co-located", []string{"-f", prodValues, "-f", colocatedValues, "--set", "gateway.dns.zone=devices.example.com", "--set", "gateway.dns.ttl=30s"}, true, "devices.example.com"},
+		{"co-located", []string{"-f", prodValues, "-f", colocatedValues, "--set", "gateway.dns.zone=MQTT.example.com.",
+			"--set", "gateway.dns.ttl=30s", "--set", "gateway.dns.acmeChallengeCNAME=mqtt.acme.example.net"}, true, "mqtt.example.com"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := render(t, h, append(tc.args, dnsArgs...)...)
@@ -64,8 +67,12 @@ func TestGatewayDNS(t *testing.T) {
 			if tc.colocated {
 				ttl = "30s"
 			}
+			acme := ""
+			if tc.colocated {
+				acme = "mqtt.acme.example.net"
+			}
 			for flag, want := range map[string]string{"dns-listen": ":5353", "dns-zone": tc.zone, "dns-ttl": ttl,
-				"dns-ns": "ns1.mqtt.example.com,ns2.mqtt.example.com", "dns-fallback": "lb.example.net"} {
+				"dns-ns": "ns1.dns.example.net,ns2.dns.example.net", "dns-fallback": "lb.example.net", "dns-acme-cname": acme} {
 				if got, _ := flagValue(gw.Args, flag); got != want {
 					t.Errorf("gateway -%s=%q, want %q", flag, got, want)
 				}
@@ -128,6 +135,10 @@ func TestGatewayDNS(t *testing.T) {
 		{"fallback inside the zone", append(slices.Clone(tag), "--set", "gateway.dns.enabled=true", "--set", "gateway.dns.nameServers={ns1.example.com}", "--set", "gateway.dns.fallback=lb.mqtt.localhost"), "gateway.dns.fallback (lb.mqtt.localhost) must lie outside the zone"},
 		{"public domain inside the zone", append(slices.Clone(tag), append(slices.Clone(dnsArgs), "--set", "gateway.colocated.enabled=true", "--set", "gateway.colocated.publicDomain=nodes.mqtt.localhost")...), "gateway.colocated.publicDomain (nodes.mqtt.localhost) must lie outside the zone"},
 		{"mqttHost at the apex", append(slices.Clone(tag), "--set", "gateway.dns.enabled=true", "--set", "gateway.dns.nameServers={ns1.example.com}", "--set", "gateway.dns.fallback=10.0.0.1"), "mqttHost (default: domain) (mqtt.localhost) must lie outside the zone"},
+		{"name server inside the zone", append(slices.Clone(tag), append(slices.Clone(dnsArgs), "--set", "gateway.dns.nameServers={ns1.dns.example.net,NS2.mqtt.localhost.}")...), "gateway.dns.nameServers[1] (NS2.mqtt.localhost.) must lie outside the zone"},
+		{"ACME target inside the zone", append(slices.Clone(tag), append(slices.Clone(dnsArgs), "--set", "gateway.dns.acmeChallengeCNAME=acme.mqtt.localhost")...), "gateway.dns.acmeChallengeCNAME (acme.mqtt.localhost) must lie outside the zone"},
+		{"ACME target not a host name", append(slices.Clone(tag), "--set", "gateway.dns.acmeChallengeCNAME=acme_x.example.net"), "gateway/dns/acmeChallengeCNAME"},
+		{"zone other than domain", append(slices.Clone(tag), append(slices.Clone(dnsArgs), "--set", "gateway.dns.zone=devices.example.com")...), "gateway.dns.zone (devices.example.com) must be domain (mqtt.localhost) or empty"},
 		{"unknown DNS value", append(slices.Clone(tag), "--set", "gateway.dns.port=53"), "additional properties 'port' not allowed"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -27,11 +27,18 @@ per-source SYN filtering. */}}
 {{- if and $g.synFilter.enabled (or (eq (include "berth.gatewayBehindLB" .) "true") $g.proxyProtocolFrom) }}{{ fail "gateway.synFilter.enabled needs the devices' own addresses (service.type LoadBalancer or NodePort with externalTrafficPolicy Local, no proxyProtocolFrom): the filter would stay off, and CAP_BPF would be granted for nothing" }}{{ end -}}
 {{- if and $g.colocated.enabled $g.synFilter.enabled }}{{ fail "gateway.synFilter.enabled and gateway.colocated.enabled exclude each other: the SYN filter runs the gateway as uid 0 with CAP_BPF alone, which cannot open the node's handoff socket (mode 0600, owned by the node's uid) and would make every node pod need the privileged Pod Security Standard" }}{{ end -}}
 {{- if and $g.dns.enabled (or (not $g.dns.nameServers) (not $g.dns.fallback)) }}{{ fail "gateway.dns.nameServers and gateway.dns.fallback are required with gateway.dns.enabled: the zone's name servers (its delegation's NS names) and the address answered for a tenant whose leader has no public host (the gateway Service's)" }}{{ end -}}
+{{- /* The API hands out <slug>.<domain> and the gateways check SNI
+       against domain: a zone of another name would answer names no
+       device is given. */}}
+{{- if and $g.dns.zone (ne (lower (trimSuffix "." $g.dns.zone)) (lower (trimSuffix "." .Values.domain))) }}{{ fail (printf "gateway.dns.zone (%s) must be domain (%s) or empty: the API gives each tenant <slug>.<domain> and the gateways check the TLS server name against domain" $g.dns.zone .Values.domain) }}{{ end -}}
 {{- if $g.dns.enabled }}
 {{- /* The responder answers only <slug>.<zone> (the apex: SOA and NS):
-       any other name in the zone would meet NXDOMAIN or NODATA. */}}
+       any other name in the zone would meet NXDOMAIN or NODATA, and a
+       name server there would need glue it does not serve. */}}
 {{- $zone := lower (trimSuffix "." (default .Values.domain $g.dns.zone)) }}
-{{- range $what, $name := dict "gateway.colocated.publicDomain" (and $g.colocated.enabled $g.colocated.publicDomain) "gateway.dns.fallback" $g.dns.fallback "mqttHost (default: domain)" (include "berth.mqttHost" $) }}
+{{- $names := dict "gateway.colocated.publicDomain" (and $g.colocated.enabled $g.colocated.publicDomain) "gateway.dns.fallback" $g.dns.fallback "gateway.dns.acmeChallengeCNAME" $g.dns.acmeChallengeCNAME "mqttHost (default: domain)" (include "berth.mqttHost" $) }}
+{{- range $i, $ns := $g.dns.nameServers }}{{ $_ := set $names (printf "gateway.dns.nameServers[%d]" $i) $ns }}{{ end }}
+{{- range $what, $name := $names }}
 {{- $n := lower (trimSuffix "." (toString $name)) }}
 {{- if and $name (or (eq $n $zone) (hasSuffix (printf ".%s" $zone) $n)) }}{{ fail (printf "%s (%s) must lie outside the zone gateway.dns serves (%s): the gateways answer only <slug>.%s there" $what $name $zone $zone) }}{{ end }}
 {{- end }}
@@ -75,10 +82,15 @@ per-source SYN filtering. */}}
     # Authoritative DNS for <slug>.<zone>: each tenant's leader's pod
     # (its node's -public-host), else the fallback.
     - -dns-listen=:5353
-    - -dns-zone={{ default $.Values.domain .zone }}
+    - -dns-zone={{ $.Values.domain }}
     - -dns-ttl={{ .ttl }}
     - -dns-ns={{ join "," .nameServers }}
     - -dns-fallback={{ .fallback }}
+    {{- with .acmeChallengeCNAME }}
+    # _acme-challenge.<zone>: the wildcard certificate's DNS-01 challenge,
+    # solved in the zone this names.
+    - -dns-acme-cname={{ . }}
+    {{- end }}
     {{- end }}{{ end }}
     {{- include "berth.redisArgs" . | nindent 4 }}
     - -log-format={{ .Values.logFormat }}
