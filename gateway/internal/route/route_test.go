@@ -83,14 +83,20 @@ func TestLookup(t *testing.T) {
 // waitFor polls Lookup until check holds.
 func waitFor(t *testing.T, tb *Table, tenant string, check func(Route, error) bool) {
 	t.Helper()
+	pollRoute(t, "Lookup("+tenant+")", func() (Route, error) { return tb.Lookup(context.Background(), tenant) }, check)
+}
+
+// pollRoute calls lookup until check holds, for at most 5 s.
+func pollRoute(t *testing.T, what string, lookup func() (Route, error), check func(Route, error) bool) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		r, err := tb.Lookup(context.Background(), tenant)
+		r, err := lookup()
 		if check(r, err) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Lookup(%s) still %+v, %v after 5 s", tenant, r, err)
+			t.Fatalf("%s still %+v, %v after 5 s", what, r, err)
 		}
 		time.Sleep(10 * time.Millisecond) // polling with a deadline
 	}

@@ -30,17 +30,7 @@ func (c *sqlCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEnd
 // waitForSlug polls LookupSlug until check holds.
 func waitForSlug(t *testing.T, tb *Table, slug string, check func(Route, error) bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		r, err := tb.LookupSlug(context.Background(), slug)
-		if check(r, err) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("LookupSlug(%s) still %+v, %v after 5 s", slug, r, err)
-		}
-		time.Sleep(10 * time.Millisecond) // polling with a deadline
-	}
+	pollRoute(t, "LookupSlug("+slug+")", func() (Route, error) { return tb.LookupSlug(context.Background(), slug) }, check)
 }
 
 // TestLookupSlug: a tenant's route by slug carries its node's public host,
