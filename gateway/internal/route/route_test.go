@@ -149,31 +149,43 @@ func TestInvalidation(t *testing.T) {
 	})
 }
 
-// queryCounter is a pgx tracer counting route queries.
-type queryCounter struct{ n atomic.Int32 }
+// statementCounter is a pgx tracer counting the statements whose SQL
+// match accepts.
+type statementCounter struct {
+	match func(sql string) bool
+	n     atomic.Int32
+}
 
-func (q *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.Contains(d.SQL, "LEFT JOIN tenant_placement") {
-		q.n.Add(1)
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if c.match(d.SQL) {
+		c.n.Add(1)
 	}
 	return ctx
 }
 
-func (q *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-func TestConcurrentMissesShareOneQuery(t *testing.T) {
+// countedPool is a pool on the test's database, seeded, whose statements
+// that match accepts are counted.
+func countedPool(t *testing.T, match func(sql string) bool) (*pgxpool.Pool, *statementCounter) {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var qc queryCounter
-	cfg.ConnConfig.Tracer = &qc
+	sc := &statementCounter{match: match}
+	cfg.ConnConfig.Tracer = sc
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
 	seed(t, pool)
+	return pool, sc
+}
+
+func TestConcurrentMissesShareOneQuery(t *testing.T) {
+	pool, qc := countedPool(t, func(sql string) bool { return strings.Contains(sql, "LEFT JOIN tenant_placement") }) // route queries
 	tb := start(t, pool, Options{})
 	ctx := context.Background()
 	var wg sync.WaitGroup

@@ -7,25 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"berth.dev/testenv"
 )
-
-// sqlCounter is a pgx tracer counting every statement a pool runs but
-// LISTEN's own.
-type sqlCounter struct{ n atomic.Int32 }
-
-func (c *sqlCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if !strings.HasPrefix(d.SQL, "LISTEN") {
-		c.n.Add(1)
-	}
-	return ctx
-}
-
-func (c *sqlCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // waitForSlug polls LookupSlug until check holds.
 func waitForSlug(t *testing.T, tb *Table, slug string, check func(Route, error) bool) {
@@ -38,18 +20,7 @@ func waitForSlug(t *testing.T, tb *Table, slug string, check func(Route, error) 
 // berth_placement, as the API announces them), and an unknown slug is
 // cached for NegativeTTL.
 func TestLookupSlug(t *testing.T) {
-	cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sc sqlCounter
-	cfg.ConnConfig.Tracer = &sc
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	seed(t, pool)
+	pool, sc := countedPool(t, func(sql string) bool { return !strings.HasPrefix(sql, "LISTEN") }) // every statement but LISTEN's
 	exec(t, pool, `UPDATE nodes SET public_host = 'node-1.hosts.example.net' WHERE id = 'node_1'`)
 	now := time.Now()
 	var clock atomic.Int64 // seconds added to now
