@@ -50,6 +50,12 @@ fi
 node_addr() { echo "${1%:*}:$((${1##*:} + 10 * ($2 - 1)))"; }
 GW_METRICS=${BERTH_GATEWAY_METRICS:-127.0.0.1:9101}
 API_METRICS=${BERTH_API_METRICS:-127.0.0.1:9102}
+# The listen addresses are this script's to read: each process gets its
+# own as a flag. Left in the environment, a name that is no flag of the
+# process (BERTH_WS_LISTEN beside the gateway's -dns-listen) would have
+# it warn of a misspelt variable.
+unset BERTH_API_LISTEN BERTH_API_METRICS BERTH_MQTT_LISTEN BERTH_WS_LISTEN BERTH_GATEWAY_METRICS \
+	BERTH_NODE_MQTT BERTH_NODE_ADMIN BERTH_NODE_PEER
 BIN=$BERTH_RUN_DIR/bin
 LOGS=$BERTH_RUN_DIR/logs
 mkdir -p "$BIN" "$LOGS"
