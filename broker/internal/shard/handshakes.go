@@ -25,14 +25,20 @@ import (
 //     goroutine of its own, as every connection's did before, under the
 //     read deadline of the connect timeout.
 //
-// A worker that has handled a CONNECT gives the connection's read loop
-// (its wait for a first packet, parkAfterConnect) a new goroutine while
-// others wait in the queue, and else runs it itself (leave).
+// A worker that has handled a CONNECT parks the connection's reader
+// itself, at once, while others wait in the queue (parkNow), and else runs
+// its read loop (leave), whose first wait, for the packet after the
+// CONNECT, lasts parkAfterConnect, or nothing in a storm (afterConnect).
 type handshakes struct {
 	mu    sync.Mutex
 	queue []*preConnect // waiting for a worker, oldest first
 	busy  int           // workers running
 	max   int
+	// queued is len(queue), stored under mu, read without it
+	// (afterConnect).
+	queued atomic.Int32
+	// waiting counts the readers in their parkAfterConnect wait.
+	waiting atomic.Int32
 }
 
 // defaultHandshakes is the number of handshake workers per
@@ -51,6 +57,7 @@ func (h *handshakes) init(n int) {
 func (h *handshakes) enqueue(s *Shard, pc *preConnect) {
 	h.mu.Lock()
 	h.queue = append(h.queue, pc)
+	h.queued.Store(int32(len(h.queue)))
 	spawn := h.busy < h.max
 	if spawn {
 		h.busy++
@@ -74,6 +81,7 @@ func (h *handshakes) next() *preConnect {
 	pc := h.queue[0]
 	h.queue[0] = nil
 	h.queue = h.queue[1:]
+	h.queued.Store(int32(len(h.queue)))
 	return pc
 }
 
@@ -99,6 +107,40 @@ func (h *handshakes) leave() bool {
 	h.queue = nil
 	h.busy--
 	return true
+}
+
+// afterConnect is how long a reader that has handled nothing but its
+// CONNECT waits on its goroutine for the next packet before it parks
+// (idle): parkAfterConnect, so that a client subscribing on the CONNACK's
+// heels pays no park and wake-up; but 0 in a connect storm, while
+// handshakes wait in the queue or max readers are in that wait already:
+// it parks at once (a packet already there wakes it at once), so a storm
+// keeps no goroutine per connection alive for the wait, whose stacks the
+// runtime would keep after they end (docs/idle-connections.md, "Parked at
+// once in a storm"). A reader given parkAfterConnect ends it in waitInput.
+func (h *handshakes) afterConnect() time.Duration {
+	if h.queued.Load() > 0 {
+		return 0
+	}
+	if h.waiting.Add(1) > int32(h.max) {
+		h.waiting.Add(-1)
+		return 0
+	}
+	return parkAfterConnect
+}
+
+// waitInput is idle's wait for input, and ends a wait afterConnect gave
+// (counted by the probe).
+func (c *conn) waitInput(wait time.Duration) error {
+	if c.park.woke != wokeConnect || wait == 0 {
+		return c.w.raw.waitReadable()
+	}
+	p := c.shard.opts.probe
+	p.connectWait(1)
+	err := c.w.raw.waitReadable()
+	p.connectWait(-1)
+	c.shard.hs.waiting.Add(-1)
+	return err
 }
 
 // preConnect is a connection handed to Serve that has not had its
@@ -208,8 +250,39 @@ func (pc *preConnect) run() (left bool) {
 		c.loop()
 		return true
 	}
-	go c.loop() // its first wait (parkAfterConnect) on a new, small stack
+	// A storm: others wait in the queue. The reader parks at once, here.
+	if !c.parkNow() {
+		go c.loop()
+	}
 	return false
+}
+
+// parkNow parks, on a handshake worker in a storm, the reader of a
+// connection that has just had its handshake, with no wait and no
+// goroutine of its own: what its read loop would do first (readPackets,
+// idle with a wait of none), so that a storm starts no goroutine per
+// connection (a go statement per handshake ran ahead of two busy cores:
+// over a hundred started goroutines, each with its stack, waited to run).
+// It reports false, the reader running on the caller, when the loop must
+// run instead: bytes that came with the CONNECT, a kick, or a socket that
+// could not be armed; and true also when a wake-up has resumed it
+// elsewhere already.
+func (c *conn) parkNow() bool {
+	if c.rd.Buffered() > 0 || c.kicked.Load() {
+		return false
+	}
+	start := time.Now()
+	c.flushBeforeWait()
+	if c.in != nil {
+		c.in.slab.release()
+	}
+	c.releaseInput()
+	c.park.waitUntil = 0 // the handshake's deadline is no wait's
+	if !c.parkReader(start) {
+		return false
+	}
+	c.shard.opts.probe.parkedNow()
+	return true
 }
 
 // handshakeNow runs c's handshake and then its read loop on the calling

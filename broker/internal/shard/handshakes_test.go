@@ -58,15 +58,28 @@ func TestHandshakesBounded(t *testing.T) {
 	})
 	t.Logf("goroutines: %d before, %d with %d silent sockets", before, runtime.NumGoroutine(), n)
 
-	// Every CONNECT at once.
+	connectAtOnce(t, ncs, "hs")
+	if got := pr.handshakesPeak.Load(); got > slots || got < 1 {
+		t.Errorf("%d handshakes ran at once, want 1 to %d", got, slots)
+	}
+	t.Logf("handshakes at once, peak: %d of %d slots", pr.handshakesPeak.Load(), slots)
+	for i := range n {
+		waitDetached(t, b, fmt.Sprintf("hs-%d", i))
+	}
+}
+
+// connectAtOnce sends a CONNECT (3.1.1, clean, client id prefix-i) on
+// every socket of ncs at once and checks every CONNACK.
+func connectAtOnce(t *testing.T, ncs []net.Conn, prefix string) {
+	t.Helper()
 	var start, wg sync.WaitGroup
 	start.Add(1)
-	errs := make(chan error, n)
+	errs := make(chan error, len(ncs))
 	for i, nc := range ncs {
 		wg.Go(func() {
 			rc := &rawClient{t: t, nc: nc, rd: packet.NewReader(nc, 1024), version: packet.Version311}
 			b, err := (&packet.Connect{Version: packet.Version311, ProtocolName: []byte("MQTT"), CleanStart: true,
-				ClientID: fmt.Appendf(nil, "hs-%d", i)}).Append(nil, packet.Version311)
+				ClientID: fmt.Appendf(nil, "%s-%d", prefix, i)}).Append(nil, packet.Version311)
 			if err != nil {
 				errs <- err
 				return
@@ -93,13 +106,6 @@ func TestHandshakesBounded(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
-	}
-	if got := pr.handshakesPeak.Load(); got > slots || got < 1 {
-		t.Errorf("%d handshakes ran at once, want 1 to %d", got, slots)
-	}
-	t.Logf("handshakes at once, peak: %d of %d slots", pr.handshakesPeak.Load(), slots)
-	for i := range n {
-		waitDetached(t, b, fmt.Sprintf("hs-%d", i))
 	}
 }
 

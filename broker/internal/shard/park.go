@@ -132,7 +132,8 @@ func (c *conn) parks() bool { return c.park.key != 0 }
 // has handled nothing but its CONNECT (and PINGREQs) waits only
 // parkAfterConnect: a connect storm would otherwise keep rate × parkAfter
 // goroutines alive, whose stacks the runtime keeps after they end
-// (docs/idle-connections.md, "Parked soon after CONNECT").
+// (docs/idle-connections.md, "Parked soon after CONNECT"); and in a storm
+// none (handshakes.afterConnect).
 //
 // A busy reader waits as idleBusy says.
 func (c *conn) idle(start time.Time) (park bool, err error) {
@@ -152,11 +153,11 @@ func (c *conn) idle(start time.Time) (park bool, err error) {
 	case wokePings:
 		wait = 0 // a deadline already passed: park unless input is there (parkReader's arming sees it then)
 	case wokeConnect:
-		wait = parkAfterConnect
+		wait = c.shard.hs.afterConnect() // 0 in a connect storm
 	}
 	c.shard.opts.probe.wait(wait)
 	c.waitDeadline(start, wait)
-	err = c.w.raw.waitReadable()
+	err = c.waitInput(wait)
 	if os.IsTimeout(err) && !c.kicked.Load() {
 		c.park.waitUntil = 0 // resumed, it may read a new net.Conn (detach.go)
 		return true, nil

@@ -17,6 +17,10 @@ type probe struct {
 	waits                  atomic.Int64 // parkAfter waits on a reader's goroutine (idle), in all
 	// handshakes running on the workers (handshakes.go)
 	handshakes, handshakesPeak atomic.Int64
+	// readers in their parkAfterConnect wait (idle); connectWaitsAll
+	// counts those waits, in all
+	connectWaits, connectWaitsPeak, connectWaitsAll atomic.Int64
+	parkedNows                                      atomic.Int64 // readers parked on a handshake worker (parkNow), in all
 }
 
 // wait counts a wait of d for input on a reader's goroutine before it
@@ -63,5 +67,23 @@ func raise(peak *atomic.Int64, v int64) {
 func (p *probe) handshake(delta int64) {
 	if p != nil {
 		raise(&p.handshakesPeak, p.handshakes.Add(delta))
+	}
+}
+
+// connectWait counts a reader's parkAfterConnect wait starting (+1) or
+// ending (-1).
+func (p *probe) connectWait(delta int64) {
+	if p != nil {
+		if delta > 0 {
+			p.connectWaitsAll.Add(1)
+		}
+		raise(&p.connectWaitsPeak, p.connectWaits.Add(delta))
+	}
+}
+
+// parkedNow counts a reader parked on a handshake worker (parkNow).
+func (p *probe) parkedNow() {
+	if p != nil {
+		p.parkedNows.Add(1)
 	}
 }

@@ -57,14 +57,7 @@ func (c *conn) readPackets() (sendWill, drain, parked bool) {
 			return true, true, false // after the deadline: kick moved it to now
 		}
 		if in := c.in; in != nil && (in.out.packets >= outboxPackets || !c.rd.Ready()) {
-			if in.out.n > 0 {
-				c.flushOut() // before waiting for input, or after a long burst
-			} else {
-				in.out.packets = 0
-			}
-			if in.out.queued > 0 {
-				c.pauseForLagging() // all it queued went to subscribers behind: stall.go
-			}
+			c.flushBeforeWait() // before waiting for input, or after a long burst
 		}
 		if c.rd.Buffered() == 0 {
 			if c.in != nil {
@@ -111,6 +104,24 @@ func (c *conn) readPackets() (sendWill, drain, parked bool) {
 			c.fail(reasonOf(err), err)
 			return true, true, false
 		}
+	}
+}
+
+// flushBeforeWait writes what the reader's handling queued, before it
+// waits for input or after a long burst, and pauses it if all it queued
+// went to subscribers behind (stall.go).
+func (c *conn) flushBeforeWait() {
+	in := c.in
+	if in == nil {
+		return
+	}
+	if in.out.n > 0 {
+		c.flushOut()
+	} else {
+		in.out.packets = 0
+	}
+	if in.out.queued > 0 {
+		c.pauseForLagging()
 	}
 }
 
