@@ -22,16 +22,7 @@ import (
 func TestFloodOfUnknownNames(t *testing.T) {
 	f := newFixture(t, func(c *pgxpool.Config) { c.MaxConns = 16 }) // room for many more than maxLookups
 	cfg := testConfig()
-	s, err := Listen(cfg.Listen, f.responder(t, cfg), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(func() {
-		if err := s.Shutdown(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
+	s := f.start(t, cfg)
 	addr := s.Addr()
 	hot := question("fleet."+zone+".", dns.TypeA)
 	if got := answer(ask(t, "udp", addr, hot)); !slices.Equal(got, []string{"A 192.0.2.1"}) { // now cached

@@ -133,6 +133,12 @@ func (f *fixture) responder(t testing.TB, cfg Config) *Responder {
 // serve starts a Server for cfg on 127.0.0.1 and returns its address.
 func (f *fixture) serve(t *testing.T, cfg Config) string {
 	t.Helper()
+	return f.start(t, cfg).Addr()
+}
+
+// start starts a Server for cfg, shut down when the test ends.
+func (f *fixture) start(t *testing.T, cfg Config) *Server {
+	t.Helper()
 	s, err := Listen(cfg.Listen, f.responder(t, cfg), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +149,7 @@ func (f *fixture) serve(t *testing.T, cfg Config) string {
 			t.Error(err)
 		}
 	})
-	return s.Addr()
+	return s
 }
 
 // ask sends m over network ("udp" or "tcp") with miekg/dns's client.
