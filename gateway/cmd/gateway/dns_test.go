@@ -4,9 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -79,17 +77,7 @@ func TestDNSListen(t *testing.T) {
 			time.Sleep(20 * time.Millisecond) // polling with a deadline: the gateway is starting
 		}
 	}
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run returned %v after SIGTERM", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("gateway still running 10 s after SIGTERM")
-	}
+	sigterm(t, done)
 	c := dns.Client{Net: "tcp", Timeout: time.Second}
 	if r, _, err := c.Exchange(m, dnsAddr); err == nil {
 		t.Fatalf("DNS still answering after exit: %v", r)

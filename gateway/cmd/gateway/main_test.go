@@ -119,18 +119,8 @@ func TestSIGTERMDrains(t *testing.T) {
 		t.Fatalf("malformed CONNECT not closed: %v", err)
 	}
 	bad.Close()
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run returned %v after SIGTERM", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("gateway still running 10 s after SIGTERM")
-	}
+	sigterm(t, done)
 	t.Logf("exited %v after SIGTERM", time.Since(start).Round(time.Millisecond))
 	held.SetReadDeadline(time.Now().Add(2 * time.Second))
 	if _, err := held.Read(make([]byte, 1)); err == nil || isTimeout(err) {
@@ -182,5 +172,22 @@ func TestRedisModeFlags(t *testing.T) {
 				t.Fatalf("run = %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// sigterm sends this process SIGTERM and waits for run, whose result done
+// carries, to return nil: at most 10 s.
+func sigterm(t *testing.T, done <-chan error) {
+	t.Helper()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run returned %v after SIGTERM", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("gateway still running 10 s after SIGTERM")
 	}
 }
