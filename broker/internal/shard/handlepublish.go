@@ -75,8 +75,8 @@ func (c *conn) handlePublish(p *packet.Publish) error {
 		var err error
 		checked := now // the quota span starts before a throttle's pause
 		code, drop, err = c.admitPublish(name, p, &now)
-		if !now.Equal(checked) {
-			c.in.clock = now // throttled: the packets after it were read after the pause
+		if in := c.in; in != nil && !now.Equal(checked) {
+			in.clock = now // throttled: the packets after it were read after the pause
 		}
 		if tr != nil {
 			tr.traceQuota(checked, code)
